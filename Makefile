@@ -1,0 +1,72 @@
+# The workbook's commands. `make help` lists them.
+#
+# Every module listed in go.work is tested by `make test`; a stage's own
+# target (`make stage01`, `make stage02`, ...) tests only that stage.
+
+SHELL := /bin/bash
+GO    ?= go
+
+# The modules of the workspace, in course order, read from go.work.
+MODULES := $(shell sed -n 's|^[[:space:]]*\./\([A-Za-z0-9_.-]*\).*|\1|p' go.work)
+
+# Race detector everywhere: most stages are concurrent, and the cost on the
+# sequential ones is small.
+TESTFLAGS ?= -race -count=1 -timeout 15m
+BENCHFLAGS ?= -run '^$$' -benchmem -count=1
+
+.PHONY: help run test lint vet fmt bench fuzz images deps-test $(MODULES:%=test-%) \
+	stage01 stage02 stage03 stage04 stage05 stage06 final
+
+help:
+	@echo "make run       the course's demo (for now: the stage 01 log demo)"
+	@echo "make test      every stage's tests (sets up what is missing first)"
+	@echo "make stageNN   one stage's tests, e.g. make stage01"
+	@echo "make lint      gofmt and go vet over every module"
+	@echo "make bench     every stage's benchmarks"
+	@echo "make fuzz      run each fuzz target for FUZZTIME (default 1m)"
+	@echo "make images    build the container images (ZooKeeper, brokers)"
+
+run:
+	$(GO) run ./stage01-log/cmd/logdemo
+
+test: deps-test $(MODULES:%=test-%)
+
+# What the tests need on the machine beyond Go. Later stages add to this.
+deps-test:
+	@if [ -d stage02-reactor ]; then ./scripts/deps.sh kcat; fi
+	@if [ -d stage05-controller ]; then $(MAKE) --no-print-directory images; fi
+
+$(MODULES:%=test-%): test-%:
+	cd $* && $(GO) test $(TESTFLAGS) ./...
+
+stage01: test-stage01-log
+stage02: deps-test test-stage02-reactor
+stage03: test-stage03-replication
+stage04: test-stage04-isr-acks
+stage05: deps-test test-stage05-controller
+stage06: test-stage06-performance
+final: deps-test test-final
+
+lint: fmt vet
+
+fmt:
+	@out=$$(gofmt -l $(MODULES)); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
+
+vet:
+	@set -e; for m in $(MODULES); do (cd $$m && $(GO) vet ./...); done
+
+bench:
+	@set -e; for m in $(MODULES); do (cd $$m && $(GO) test $(BENCHFLAGS) -bench . ./...); done
+
+FUZZTIME ?= 1m
+fuzz:
+	@set -e; for m in $(MODULES); do \
+		for pkg in $$(cd $$m && $(GO) list ./...); do \
+			for f in $$(cd $$m && $(GO) test -list '^Fuzz' $$pkg | grep '^Fuzz' || true); do \
+				echo "== $$pkg $$f"; (cd $$m && $(GO) test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) $$pkg); \
+			done; \
+		done; \
+	done
+
+images:
+	./scripts/images.sh
