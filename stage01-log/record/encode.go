@@ -1,0 +1,76 @@
+package record
+
+import (
+	"encoding/binary"
+	"fmt"
+	"slices"
+)
+
+// Batch is a batch to encode: the header fields a producer chooses, and the
+// records. AppendBatch derives the rest (length, counts, max timestamp, CRC).
+type Batch struct {
+	BaseOffset           int64      // usually 0 from a producer; the log assigns the real one
+	PartitionLeaderEpoch int32      // NoPartitionLeaderEpoch from a producer
+	Attributes           Attributes // must name CodecNone: this package does not compress
+	FirstTimestamp       int64      // ms since the epoch; records carry deltas from it
+	ProducerID           int64      // NoProducerID unless idempotent
+	ProducerEpoch        int16      // NoProducerEpoch unless idempotent
+	BaseSequence         int32      // NoSequence unless idempotent
+	Records              []Record   // at least one; OffsetDelta is normally the index
+}
+
+// NewBatch returns a batch with the producer defaults: no leader epoch, no
+// idempotence, CreateTime timestamps starting at firstTimestamp.
+func NewBatch(firstTimestamp int64, records ...Record) *Batch {
+	return &Batch{
+		PartitionLeaderEpoch: NoPartitionLeaderEpoch,
+		FirstTimestamp:       firstTimestamp,
+		ProducerID:           NoProducerID,
+		ProducerEpoch:        NoProducerEpoch,
+		BaseSequence:         NoSequence,
+		Records:              records,
+	}
+}
+
+// AppendBatch appends the encoding of b to dst. lastOffsetDelta is the
+// largest OffsetDelta, recordsCount the number of records, maxTimestamp the
+// largest record timestamp, and the CRC covers the result as Validate checks.
+func AppendBatch(dst []byte, b *Batch) ([]byte, error) {
+	if len(b.Records) == 0 {
+		return dst, fmt.Errorf("%w: no records", ErrInvalidArgument)
+	}
+	if c := b.Attributes.Codec(); c != CodecNone {
+		return dst, fmt.Errorf("%w: codec %s (compression arrives in stage 06)", ErrInvalidArgument, c)
+	}
+	size := HeaderSize
+	lastOffsetDelta := int32(0)
+	maxTimestamp := b.FirstTimestamp
+	for i := range b.Records {
+		r := &b.Records[i]
+		size += r.EncodedSize()
+		lastOffsetDelta = max(lastOffsetDelta, r.OffsetDelta)
+		maxTimestamp = max(maxTimestamp, b.FirstTimestamp+r.TimestampDelta)
+	}
+
+	start := len(dst)
+	dst = slices.Grow(dst, size)[:start+HeaderSize]
+	h := dst[start:]
+	be := binary.BigEndian
+	be.PutUint64(h[baseOffsetPos:], uint64(b.BaseOffset))
+	be.PutUint32(h[lengthPos:], uint32(size-LogOverhead))
+	be.PutUint32(h[partitionLeaderEpochPos:], uint32(b.PartitionLeaderEpoch))
+	h[magicPos] = Magic
+	be.PutUint16(h[attributesPos:], uint16(b.Attributes))
+	be.PutUint32(h[lastOffsetDeltaPos:], uint32(lastOffsetDelta))
+	be.PutUint64(h[firstTimestampPos:], uint64(b.FirstTimestamp))
+	be.PutUint64(h[maxTimestampPos:], uint64(maxTimestamp))
+	be.PutUint64(h[producerIDPos:], uint64(b.ProducerID))
+	be.PutUint16(h[producerEpochPos:], uint16(b.ProducerEpoch))
+	be.PutUint32(h[baseSequencePos:], uint32(b.BaseSequence))
+	be.PutUint32(h[recordsCountPos:], uint32(len(b.Records)))
+	for i := range b.Records {
+		dst = b.Records[i].AppendTo(dst)
+	}
+	be.PutUint32(dst[start+crcPos:], Checksum(dst[start:]))
+	return dst, nil
+}
