@@ -1,0 +1,169 @@
+package commitlog
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"sync"
+
+	"golang.org/x/sys/unix"
+)
+
+// errCorruptIndex marks an index file that fails its sanity check; the
+// segment rebuilds it from the log.
+var errCorruptIndex = errors.New("commitlog: corrupt index")
+
+// mmapIndex is the memory-mapped file under both index kinds (§2.1.7): a
+// file of fixed-size entries, preallocated while it belongs to the active
+// segment so that appends are stores into memory, and trimmed to its entries
+// when the segment rolls. Lookups binary-search the mapping; the page cache
+// keeps the hot tail of every index in memory without a read syscall.
+//
+// The Log's lock guards lookups, appends and resizes. A flush may run
+// without it (a background flush after a roll must not stall appends), so
+// the mapping itself is also guarded by mapMu against a concurrent remap.
+type mmapIndex struct {
+	path       string
+	entrySize  int
+	baseOffset int64 // the segment's base offset; entries store offsets relative to it
+	f          *os.File
+	entries    int // entries in use, from the front of data
+
+	mapMu sync.Mutex // held to change data, and by flush to read it
+	data  []byte     // the mapping: the whole file
+}
+
+// openMmapIndex maps the index file at path, creating it if it is missing.
+// An existing file's entries are all of its whole entries; a new file is
+// preallocated to maxBytes.
+func openMmapIndex(path string, entrySize int, baseOffset int64, maxBytes int) (*mmapIndex, error) {
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("open index: %w", err)
+	}
+	fi, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("stat index %s: %w", path, err)
+	}
+	idx := &mmapIndex{path: path, entrySize: entrySize, baseOffset: baseOffset, f: f}
+	size := fi.Size()
+	if size%int64(entrySize) != 0 {
+		f.Close()
+		return nil, fmt.Errorf("%w: %s is %d bytes, not a multiple of %d", errCorruptIndex, path, size, entrySize)
+	}
+	idx.entries = int(size) / entrySize
+	if size == 0 {
+		// A new index. Preallocating keeps appends from growing the
+		// file one entry at a time.
+		size = int64(roundDown(maxBytes, entrySize))
+	}
+	if err := idx.remap(size); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return idx, nil
+}
+
+func roundDown(n, multiple int) int { return n / multiple * multiple }
+
+// remap resizes the file to size bytes and maps all of it.
+func (idx *mmapIndex) remap(size int64) error {
+	idx.mapMu.Lock()
+	defer idx.mapMu.Unlock()
+	if idx.data != nil {
+		if err := unix.Munmap(idx.data); err != nil {
+			return fmt.Errorf("unmap %s: %w", idx.path, err)
+		}
+		idx.data = nil
+	}
+	if err := idx.f.Truncate(size); err != nil {
+		return fmt.Errorf("resize %s: %w", idx.path, err)
+	}
+	if size == 0 {
+		return nil // nothing to map: mmap refuses zero lengths
+	}
+	data, err := unix.Mmap(int(idx.f.Fd()), 0, int(size), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	if err != nil {
+		return fmt.Errorf("mmap %s: %w", idx.path, err)
+	}
+	idx.data = data
+	return nil
+}
+
+// maxEntries is how many entries the mapping has room for.
+func (idx *mmapIndex) maxEntries() int { return len(idx.data) / idx.entrySize }
+
+func (idx *mmapIndex) isFull() bool { return idx.entries >= idx.maxEntries() }
+
+// entry returns the bytes of entry i.
+func (idx *mmapIndex) entry(i int) []byte {
+	return idx.data[i*idx.entrySize : (i+1)*idx.entrySize]
+}
+
+// search returns the largest i whose key is <= target, or -1 if every key is
+// bigger. key must be non-decreasing over the entries.
+func (idx *mmapIndex) search(target int64, key func(e []byte) int64) int {
+	lo, hi := 0, idx.entries-1
+	for lo <= hi {
+		mid := int(uint(lo+hi) >> 1)
+		if key(idx.entry(mid)) <= target {
+			lo = mid + 1
+		} else {
+			hi = mid - 1
+		}
+	}
+	return hi
+}
+
+// truncateEntries keeps the first n entries.
+func (idx *mmapIndex) truncateEntries(n int) {
+	clear(idx.data[n*idx.entrySize : idx.entries*idx.entrySize])
+	idx.entries = n
+}
+
+// resize remaps the file to hold maxBytes (rounded down to whole entries,
+// and never fewer than the entries in use): trimming when a segment rolls,
+// growing back when a segment becomes active again.
+func (idx *mmapIndex) resize(maxBytes int) error {
+	size := max(roundDown(maxBytes, idx.entrySize), idx.entries*idx.entrySize)
+	if size == len(idx.data) {
+		return nil
+	}
+	return idx.remap(int64(size))
+}
+
+// flush writes dirty pages of the mapping to disk.
+func (idx *mmapIndex) flush() error {
+	idx.mapMu.Lock()
+	defer idx.mapMu.Unlock()
+	if idx.data == nil {
+		return nil
+	}
+	if err := unix.Msync(idx.data, unix.MS_SYNC); err != nil {
+		return fmt.Errorf("msync %s: %w", idx.path, err)
+	}
+	return nil
+}
+
+// close trims the file to its entries, so that a clean shutdown leaves no
+// preallocated tail, and releases the mapping and the file.
+func (idx *mmapIndex) close() error {
+	err := idx.resize(0)
+	idx.mapMu.Lock()
+	defer idx.mapMu.Unlock()
+	if idx.data != nil {
+		err = errors.Join(err, unix.Munmap(idx.data))
+		idx.data = nil
+	}
+	return errors.Join(err, idx.f.Close())
+}
+
+// closeAndRemove releases the index and deletes its file.
+func (idx *mmapIndex) closeAndRemove() error {
+	err := idx.close()
+	if rmErr := os.Remove(idx.path); rmErr != nil && !errors.Is(rmErr, os.ErrNotExist) {
+		err = errors.Join(err, rmErr)
+	}
+	return err
+}

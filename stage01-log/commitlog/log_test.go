@@ -1,0 +1,376 @@
+package commitlog
+
+import (
+	"math"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/kafkaworkbook/workbook/stage01-log/record"
+)
+
+func TestAppendAssignsOffsetsInPlace(t *testing.T) {
+	h := newLogHarness(t, DefaultConfig())
+	l := h.open(Options{})
+
+	b1 := makeBatch(t, 1, 3, 10, 1000)
+	first, last, err := l.Append(b1)
+	require.NoError(t, err)
+	require.Equal(t, []int64{0, 2}, []int64{first, last})
+
+	b2 := makeBatch(t, 2, 5, 10, 1000)
+	first, last, err = l.Append(b2)
+	require.NoError(t, err)
+	require.Equal(t, []int64{3, 7}, []int64{first, last})
+	require.Equal(t, int64(8), l.EndOffset())
+
+	hdr, err := record.Validate(b2)
+	require.NoError(t, err, "assigning the offset keeps the crc valid")
+	require.Equal(t, int64(3), hdr.BaseOffset, "the batch's baseOffset was written in place")
+}
+
+func TestReadReturnsRegionFromBatchHoldingOffset(t *testing.T) {
+	h := newLogHarness(t, DefaultConfig())
+	l := h.open(Options{})
+	batches := h.appendBatches(l, 10, 4, 50)
+
+	// Offset 13 is the second record of the fourth batch (offsets 12..15):
+	// the region starts at that batch, which the reader then skips into.
+	r, err := l.Read(13, 1<<20)
+	require.NoError(t, err)
+	data, err := r.Bytes()
+	require.NoError(t, err)
+	hdr, err := record.ReadHeader(data)
+	require.NoError(t, err)
+	require.Equal(t, int64(12), hdr.BaseOffset)
+	require.Equal(t, batches[3], data[:hdr.Size()])
+
+	var before int64
+	for _, b := range batches[:3] {
+		before += int64(len(b))
+	}
+	require.Equal(t, before, r.Pos, "the region is a file position, not a copy")
+}
+
+func TestReadHonoursMaxBytesButReturnsAtLeastOneBatch(t *testing.T) {
+	h := newLogHarness(t, DefaultConfig())
+	l := h.open(Options{})
+	batches := h.appendBatches(l, 5, 2, 100)
+	size := int64(len(batches[0]))
+
+	r, err := l.Read(0, 10)
+	require.NoError(t, err)
+	require.Equal(t, size, r.Size, "a batch bigger than maxBytes still comes whole (KIP-74)")
+
+	r, err = l.Read(0, int(size)+10)
+	require.NoError(t, err)
+	require.Equal(t, size+10, r.Size, "the region may end inside the next batch")
+}
+
+func TestReadAtEndIsEmptyAndOutsideIsOutOfRange(t *testing.T) {
+	h := newLogHarness(t, DefaultConfig())
+	l := h.open(Options{})
+	h.appendBatches(l, 2, 2, 10)
+
+	r, err := l.Read(4, 1000)
+	require.NoError(t, err)
+	require.Zero(t, r.Size)
+
+	_, err = l.Read(5, 1000)
+	require.ErrorIs(t, err, ErrOffsetOutOfRange)
+	_, err = l.Read(-1, 1000)
+	require.ErrorIs(t, err, ErrOffsetOutOfRange)
+}
+
+func TestReadUpToStopsAtTheBound(t *testing.T) {
+	h := newLogHarness(t, smallConfig())
+	l := h.open(Options{})
+	batches := h.appendBatches(l, 40, 2, 100) // several segments
+	require.Greater(t, len(l.Segments()), 2)
+
+	for _, bound := range []int64{0, 2, 10, 30, 46, 80} {
+		var got [][]byte
+		for off := int64(0); off < bound; {
+			r, err := l.ReadUpTo(off, 1<<20, bound)
+			require.NoError(t, err)
+			data, err := r.Bytes()
+			require.NoError(t, err)
+			for len(data) > 0 {
+				hdr, err := record.Validate(data)
+				require.NoError(t, err, "bound %d: a bounded region holds whole batches", bound)
+				require.Less(t, hdr.LastOffset(), bound)
+				got = append(got, data[:hdr.Size()])
+				off = hdr.NextOffset()
+				data = data[hdr.Size():]
+			}
+		}
+		if bound == 0 {
+			require.Empty(t, got)
+		} else {
+			require.Equal(t, batches[:bound/2], got, "bound %d", bound)
+		}
+		r, err := l.ReadUpTo(bound, 1<<20, bound)
+		require.NoError(t, err)
+		require.Zero(t, r.Size, "nothing is readable at the bound")
+	}
+}
+
+func TestAppendRefusesBadBatchesAndWritesNothing(t *testing.T) {
+	h := newLogHarness(t, DefaultConfig())
+	l := h.open(Options{})
+	h.appendBatches(l, 1, 1, 10)
+	size := l.Size()
+
+	bad := makeBatch(t, 9, 2, 10, 0)
+	bad[len(bad)-1] ^= 0xff
+	_, _, err := l.Append(bad)
+	require.ErrorIs(t, err, record.ErrCRCMismatch)
+
+	two := append(makeBatch(t, 1, 1, 10, 0), makeBatch(t, 2, 1, 10, 0)...)
+	_, _, err = l.Append(two)
+	require.ErrorIs(t, err, record.ErrInvalidRecord, "a leader append takes exactly one batch")
+
+	require.Equal(t, size, l.Size())
+	require.Equal(t, int64(1), l.EndOffset())
+}
+
+func TestAppendRefusesBatchLargerThanSegment(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.SegmentBytes = 200
+	h := newLogHarness(t, cfg)
+	l := h.open(Options{})
+	_, _, err := l.Append(makeBatch(t, 0, 1, 300, 0))
+	require.ErrorIs(t, err, ErrBatchTooLarge)
+}
+
+func TestAppendAsLeaderStampsEpoch(t *testing.T) {
+	h := newLogHarness(t, DefaultConfig())
+	l := h.open(Options{})
+	_, _, err := l.AppendAsLeader(makeBatch(t, 0, 2, 10, 0), 7)
+	require.NoError(t, err)
+	hdr, err := l.batchAt(0)
+	require.NoError(t, err)
+	require.Equal(t, int32(7), hdr.PartitionLeaderEpoch)
+}
+
+func TestAppendAsFollowerKeepsOffsetsAndRefusesGapsBackwards(t *testing.T) {
+	leader := newLogHarness(t, DefaultConfig()).open(Options{})
+	var data []byte
+	for i := range 3 {
+		b := makeBatch(t, i, 2, 10, 0)
+		_, _, err := leader.AppendAsLeader(b, 4)
+		require.NoError(t, err)
+		data = append(data, b...)
+	}
+
+	follower := newLogHarness(t, DefaultConfig()).open(Options{})
+	first, last, err := follower.AppendAsFollower(data)
+	require.NoError(t, err)
+	require.Equal(t, []int64{0, 5}, []int64{first, last})
+	require.Equal(t, readAll(t, leader, 0), readAll(t, follower, 0))
+
+	_, _, err = follower.AppendAsFollower(data[:len(data)/3])
+	require.ErrorIs(t, err, ErrUnexpectedOffset, "offsets 0..1 are already in the log")
+}
+
+func TestRollOnSegmentBytes(t *testing.T) {
+	h := newLogHarness(t, smallConfig())
+	l := h.open(Options{})
+	batches := h.appendBatches(l, 60, 2, 100)
+
+	segs := l.Segments()
+	require.Greater(t, len(segs), 3)
+	for _, s := range segs {
+		require.LessOrEqual(t, s.Size, h.cfg.SegmentBytes)
+	}
+	for i := 1; i < len(segs); i++ {
+		require.Greater(t, segs[i].BaseOffset, segs[i-1].BaseOffset)
+	}
+	require.Equal(t, batches, readAll(t, l, 0))
+}
+
+func TestRollOnSegmentMs(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.SegmentMs = time.Hour
+	h := newLogHarness(t, cfg)
+	l := h.open(Options{})
+
+	h.appendBatches(l, 2, 1, 10)
+	require.Len(t, l.Segments(), 1)
+	h.clock.Advance(59 * time.Minute)
+	h.appendBatches(l, 1, 1, 10)
+	require.Len(t, l.Segments(), 1, "younger than segment.ms")
+	h.clock.Advance(2 * time.Minute)
+	h.appendBatches(l, 1, 1, 10)
+	require.Len(t, l.Segments(), 2, "the first batch is older than segment.ms")
+	require.Equal(t, int64(3), l.Segments()[1].BaseOffset)
+}
+
+func TestRollWhenIndexIsFull(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.IndexIntervalBytes = 1    // an entry after (nearly) every batch
+	cfg.SegmentIndexBytes = 8 * 4 // room for four offset index entries
+	h := newLogHarness(t, cfg)
+	l := h.open(Options{})
+	batches := h.appendBatches(l, 20, 1, 10)
+	require.Greater(t, len(l.Segments()), 3)
+	require.Equal(t, batches, readAll(t, l, 0))
+}
+
+func TestTruncateToRemovesTailAcrossSegments(t *testing.T) {
+	h := newLogHarness(t, smallConfig())
+	l := h.open(Options{})
+	batches := h.appendBatches(l, 60, 2, 100)
+	require.Greater(t, len(l.Segments()), 3)
+
+	end, err := l.TruncateTo(31) // inside the batch 30..31: it goes too
+	require.NoError(t, err)
+	require.Equal(t, int64(30), end)
+	require.Equal(t, int64(30), l.EndOffset())
+	require.Equal(t, batches[:15], readAll(t, l, 0))
+	for _, s := range l.Segments() {
+		require.Less(t, s.BaseOffset, int64(30))
+	}
+
+	more := h.appendBatches(l, 5, 2, 100)
+	require.Equal(t, append(batches[:15:15], more...), readAll(t, l, 0), "the log continues at the truncation point")
+}
+
+func TestTruncateFullyAndStartAt(t *testing.T) {
+	h := newLogHarness(t, smallConfig())
+	l := h.open(Options{})
+	h.appendBatches(l, 20, 2, 100)
+	require.NoError(t, l.TruncateFullyAndStartAt(1000))
+	require.Equal(t, int64(1000), l.StartOffset())
+	require.Equal(t, int64(1000), l.EndOffset())
+	first, _, err := l.Append(makeBatch(t, 0, 1, 10, 0))
+	require.NoError(t, err)
+	require.Equal(t, int64(1000), first)
+	require.Len(t, l.Segments(), 1)
+	require.ElementsMatch(t, []string{"00000000000000001000.log", "00000000000000001000.index",
+		"00000000000000001000.timeindex"}, segmentFiles(t, h.dir))
+}
+
+func TestOffsetForTimestamp(t *testing.T) {
+	h := newLogHarness(t, smallConfig())
+	l := h.open(Options{})
+	for i := range 40 {
+		_, _, err := l.Append(makeBatch(t, i, 2, 100, int64(1000+10*i))) // batch i at ts 1000+10i
+		require.NoError(t, err)
+	}
+	tests := []struct{ ts, offset, timestamp int64 }{
+		{0, 0, 1000},
+		{1000, 0, 1000},
+		{1001, 2, 1010},
+		{1205, 42, 1210},
+		{1390, 78, 1390},
+	}
+	for _, tt := range tests {
+		off, ts, found, err := l.OffsetForTimestamp(tt.ts)
+		require.NoError(t, err)
+		require.True(t, found, "ts %d", tt.ts)
+		require.Equal(t, tt.offset, off, "ts %d", tt.ts)
+		require.Equal(t, tt.timestamp, ts, "ts %d", tt.ts)
+	}
+	_, _, found, err := l.OffsetForTimestamp(1391)
+	require.NoError(t, err)
+	require.False(t, found)
+}
+
+func TestFlushMessagesMovesRecoveryPoint(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.FlushMessages = 10
+	h := newLogHarness(t, cfg)
+	l := h.open(Options{})
+	h.appendBatches(l, 4, 2, 10)
+	require.Equal(t, int64(0), l.RecoveryPoint(), "8 unflushed records: below flush.messages")
+	h.appendBatches(l, 1, 2, 10)
+	require.Equal(t, int64(10), l.RecoveryPoint())
+}
+
+func TestDefaultFlushPolicyLeavesDataToPageCacheUntilRoll(t *testing.T) {
+	h := newLogHarness(t, smallConfig())
+	l := h.open(Options{})
+	h.appendBatches(l, 2, 2, 100)
+	require.Equal(t, int64(0), l.RecoveryPoint(), "no fsync per append by default")
+
+	h.appendBatches(l, 30, 2, 100) // rolls several times
+	active := l.Segments()[len(l.Segments())-1].BaseOffset
+	require.Eventually(t, func() bool { return l.RecoveryPoint() == active }, 5*time.Second, time.Millisecond,
+		"a roll flushes the old segments in the background and moves the recovery point")
+}
+
+func TestReopenAfterCleanCloseKeepsEverything(t *testing.T) {
+	h := newLogHarness(t, smallConfig())
+	l := h.open(Options{})
+	batches := h.appendBatches(l, 30, 2, 100)
+	require.NoError(t, l.Close())
+
+	l = h.open(Options{CleanShutdown: true})
+	require.Equal(t, int64(60), l.EndOffset())
+	require.Equal(t, batches, readAll(t, l, 0))
+	more := h.appendBatches(l, 3, 2, 100)
+	require.Equal(t, append(batches, more...), readAll(t, l, 0))
+}
+
+func TestClosedLogRefusesWork(t *testing.T) {
+	h := newLogHarness(t, DefaultConfig())
+	l := h.open(Options{})
+	require.NoError(t, l.Close())
+	_, _, err := l.Append(makeBatch(t, 0, 1, 1, 0))
+	require.ErrorIs(t, err, ErrClosed)
+	_, err = l.Read(0, 10)
+	require.ErrorIs(t, err, ErrClosed)
+	require.NoError(t, l.Close(), "closing twice is harmless")
+}
+
+// Appends, reads, rolls, retention and flushes at once; run with -race.
+func TestConcurrentAppendsAndReads(t *testing.T) {
+	cfg := smallConfig()
+	cfg.RetentionBytes = 64 << 10
+	cfg.FileDeleteDelay = time.Millisecond
+	h := newLogHarness(t, cfg)
+	l := h.open(Options{})
+
+	const batches = 400
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		h.appendBatches(l, batches, 2, 100)
+	}()
+	for range 3 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for l.EndOffset() < 2*batches {
+				off := l.StartOffset()
+				r, err := l.Read(off, 8192)
+				if err != nil {
+					require.ErrorIs(t, err, ErrOffsetOutOfRange) // retention moved the start
+					continue
+				}
+				if r.Size == 0 {
+					continue
+				}
+				if data, err := r.Bytes(); err == nil {
+					_, err = record.Validate(data)
+					require.NoError(t, err)
+				}
+			}
+		}()
+	}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for l.EndOffset() < 2*batches {
+			_, err := l.DeleteOldSegments(math.MaxInt64)
+			require.NoError(t, err)
+			require.NoError(t, l.Flush())
+		}
+	}()
+	wg.Wait()
+	require.Equal(t, int64(2*batches), l.EndOffset())
+}

@@ -1,0 +1,344 @@
+package commitlog
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// ErrLogExists: Create was asked for a partition that already has a log.
+var ErrLogExists = errors.New("commitlog: log already exists")
+
+// lockFile keeps two processes from using one log directory (Kafka's .lock).
+const lockFile = ".lock"
+
+// deleteDirSuffix marks a partition directory being deleted.
+const deleteDirSuffix = "-delete"
+
+// ManagerOptions are the parts of a Manager that are not Kafka configuration.
+type ManagerOptions struct {
+	// RetentionLimit returns the offset retention may not delete past: the
+	// partition's high watermark (stage 03). nil means the log end offset,
+	// right for a partition with a single replica.
+	RetentionLimit func(tp TopicPartition, l *Log) int64
+	// TopicConfig returns the config for a partition's log when the Manager
+	// opens it at start-up: the broker's defaults with the topic's own
+	// overrides. nil means cfg.Log for every topic.
+	TopicConfig func(topic string) Config
+	// Now is the logs' clock; time.Now if nil.
+	Now func() time.Time
+	// Logger; slog.Default if nil.
+	Logger *slog.Logger
+}
+
+// Manager owns one log directory, as Kafka's LogManager owns each of
+// log.dirs: it opens every partition's log in it at start-up (recovering
+// them after an unclean shutdown), creates and deletes logs, runs retention
+// and time-based flushes in the background, writes the recovery point and
+// log start offset checkpoints, and marks a clean shutdown on Close.
+type Manager struct {
+	dir  string
+	cfg  ManagerConfig
+	opts ManagerOptions
+	lock *os.File // holds the flock on dir/.lock
+
+	mu     sync.Mutex
+	logs   map[TopicPartition]*Log // Protected by mu.
+	closed bool                    // Protected by mu.
+
+	stop chan struct{}  // closed by Close to end the background loop
+	done sync.WaitGroup // the background loop
+}
+
+// OpenManager opens the log directory dir and every partition log in it.
+func OpenManager(dir string, cfg ManagerConfig, opts ManagerOptions) (*Manager, error) {
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	if opts.TopicConfig == nil {
+		opts.TopicConfig = func(string) Config { return cfg.Log }
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("open log directory: %w", err)
+	}
+	lock, err := lockDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	m := &Manager{dir: dir, cfg: cfg, opts: opts, lock: lock, logs: map[TopicPartition]*Log{}, stop: make(chan struct{})}
+	if err := m.loadLogs(); err != nil {
+		for _, l := range m.logs {
+			l.Close()
+		}
+		lock.Close()
+		return nil, err
+	}
+	m.done.Add(1)
+	go m.background()
+	return m, nil
+}
+
+// lockDir takes an exclusive flock on dir/.lock.
+func lockDir(dir string) (*os.File, error) {
+	f, err := os.OpenFile(filepath.Join(dir, lockFile), os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("lock log directory: %w", err)
+	}
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("log directory %s is in use by another process: %w", dir, err)
+	}
+	return f, nil
+}
+
+func (m *Manager) loadLogs() error {
+	marker := filepath.Join(m.dir, CleanShutdownFile)
+	_, err := os.Stat(marker)
+	clean := err == nil
+	recoveryPoints, err := ReadOffsetCheckpoint(filepath.Join(m.dir, RecoveryPointCheckpointFile))
+	if err != nil {
+		return err
+	}
+	startOffsets, err := ReadOffsetCheckpoint(filepath.Join(m.dir, LogStartOffsetCheckpointFile))
+	if err != nil {
+		return err
+	}
+	entries, err := os.ReadDir(m.dir)
+	if err != nil {
+		return fmt.Errorf("open log directory: %w", err)
+	}
+	for _, e := range entries {
+		if !e.IsDir() {
+			continue
+		}
+		if strings.HasSuffix(e.Name(), deleteDirSuffix) {
+			// A deletion a crash interrupted: finish it.
+			if err := os.RemoveAll(filepath.Join(m.dir, e.Name())); err != nil {
+				return fmt.Errorf("remove deleted log %s: %w", e.Name(), err)
+			}
+			continue
+		}
+		tp, err := ParseTopicPartition(e.Name())
+		if err != nil {
+			m.opts.Logger.Warn("ignoring directory that is not a partition log", "dir", e.Name())
+			continue
+		}
+		if !clean {
+			m.opts.Logger.Info("recovering log after unclean shutdown", "partition", tp, "recovery_point", recoveryPoints[tp])
+		}
+		l, err := Open(filepath.Join(m.dir, e.Name()), m.opts.TopicConfig(tp.Topic), Options{
+			RecoveryPoint:  recoveryPoints[tp],
+			LogStartOffset: startOffsets[tp],
+			CleanShutdown:  clean,
+			Now:            m.opts.Now,
+			Logger:         m.opts.Logger,
+		})
+		if err != nil {
+			return fmt.Errorf("open log %s: %w", tp, err)
+		}
+		m.logs[tp] = l
+	}
+	// From now on a crash must lead to recovery.
+	if err := os.Remove(marker); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("remove clean shutdown marker: %w", err)
+	}
+	return nil
+}
+
+// Dir is the log directory.
+func (m *Manager) Dir() string { return m.dir }
+
+// Get returns a partition's log.
+func (m *Manager) Get(tp TopicPartition) (*Log, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	l, ok := m.logs[tp]
+	return l, ok
+}
+
+// Partitions lists the partitions with a log, sorted.
+func (m *Manager) Partitions() []TopicPartition {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := make([]TopicPartition, 0, len(m.logs))
+	for tp := range m.logs {
+		out = append(out, tp)
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Topic != out[j].Topic {
+			return out[i].Topic < out[j].Topic
+		}
+		return out[i].Partition < out[j].Partition
+	})
+	return out
+}
+
+// Create creates an empty log for a partition.
+func (m *Manager) Create(tp TopicPartition, cfg Config) (*Log, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed {
+		return nil, ErrClosed
+	}
+	if _, ok := m.logs[tp]; ok {
+		return nil, fmt.Errorf("%w: %s", ErrLogExists, tp)
+	}
+	l, err := Open(filepath.Join(m.dir, tp.String()), cfg, Options{Now: m.opts.Now, Logger: m.opts.Logger})
+	if err != nil {
+		return nil, err
+	}
+	m.logs[tp] = l
+	return l, nil
+}
+
+// Delete closes a partition's log and removes its directory. The directory
+// is renamed first, so a crash in the middle leaves a "-delete" directory
+// that the next start removes rather than a half-deleted log.
+func (m *Manager) Delete(tp TopicPartition) error {
+	m.mu.Lock()
+	l, ok := m.logs[tp]
+	delete(m.logs, tp)
+	m.mu.Unlock()
+	if !ok {
+		return nil
+	}
+	err := l.Close()
+	doomed := filepath.Join(m.dir, fmt.Sprintf("%s.%d%s", tp, time.Now().UnixNano(), deleteDirSuffix))
+	if rerr := os.Rename(l.Dir(), doomed); rerr != nil {
+		return errors.Join(err, fmt.Errorf("delete log %s: %w", tp, rerr))
+	}
+	return errors.Join(err, os.RemoveAll(doomed))
+}
+
+// snapshot returns the open logs.
+func (m *Manager) snapshot() map[TopicPartition]*Log {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := make(map[TopicPartition]*Log, len(m.logs))
+	for tp, l := range m.logs {
+		out[tp] = l
+	}
+	return out
+}
+
+// DeleteOldSegments applies retention to every log; the background loop
+// calls it every log.retention.check.interval.ms.
+func (m *Manager) DeleteOldSegments() (int, error) {
+	total := 0
+	var errs []error
+	for tp, l := range m.snapshot() {
+		limit := l.EndOffset()
+		if m.opts.RetentionLimit != nil {
+			limit = m.opts.RetentionLimit(tp, l)
+		}
+		n, err := l.DeleteOldSegments(limit)
+		total += n
+		if err != nil && !errors.Is(err, ErrClosed) {
+			errs = append(errs, fmt.Errorf("retention for %s: %w", tp, err))
+		}
+	}
+	return total, errors.Join(errs...)
+}
+
+// FlushDue flushes every log whose last flush is older than its flush.ms.
+func (m *Manager) FlushDue() error {
+	var errs []error
+	for tp, l := range m.snapshot() {
+		l.mu.RLock()
+		due := l.cfg.FlushMs != Never && l.now().Sub(l.lastFlush) >= l.cfg.FlushMs
+		l.mu.RUnlock()
+		if due {
+			if err := l.Flush(); err != nil && !errors.Is(err, ErrClosed) {
+				errs = append(errs, fmt.Errorf("flush %s: %w", tp, err))
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Checkpoint writes the recovery point and log start offset of every log.
+func (m *Manager) Checkpoint() error {
+	logs := m.snapshot()
+	points := make(map[TopicPartition]int64, len(logs))
+	starts := make(map[TopicPartition]int64, len(logs))
+	for tp, l := range logs {
+		points[tp], starts[tp] = l.RecoveryPoint(), l.StartOffset()
+	}
+	return errors.Join(
+		WriteOffsetCheckpoint(filepath.Join(m.dir, RecoveryPointCheckpointFile), points),
+		WriteOffsetCheckpoint(filepath.Join(m.dir, LogStartOffsetCheckpointFile), starts))
+}
+
+// background runs retention, time-based flushes and checkpoints on Kafka's
+// intervals until Close.
+func (m *Manager) background() {
+	defer m.done.Done()
+	tick := func(d time.Duration) <-chan time.Time {
+		if d <= 0 || d == Never {
+			return nil // a nil channel never fires
+		}
+		t := time.NewTicker(d)
+		go func() { <-m.stop; t.Stop() }()
+		return t.C
+	}
+	retention := tick(m.cfg.RetentionCheckInterval)
+	flush := tick(m.cfg.FlushCheckInterval)
+	checkpoint := tick(min(m.cfg.RecoveryPointCheckpointInterval, m.cfg.LogStartOffsetCheckpointInterval))
+	for {
+		var err error
+		select {
+		case <-m.stop:
+			return
+		case <-retention:
+			_, err = m.DeleteOldSegments()
+		case <-flush:
+			err = m.FlushDue()
+		case <-checkpoint:
+			err = m.Checkpoint()
+		}
+		if err != nil {
+			m.opts.Logger.Error("log manager background task", "err", err)
+		}
+	}
+}
+
+// Close shuts the directory down cleanly: every log is flushed and closed,
+// the checkpoints are written, and only then the clean shutdown marker, so
+// that the next start can trust all of it and skip recovery.
+func (m *Manager) Close() error {
+	m.mu.Lock()
+	if m.closed {
+		m.mu.Unlock()
+		return nil
+	}
+	m.closed = true
+	m.mu.Unlock()
+	close(m.stop)
+	m.done.Wait()
+
+	var errs []error
+	logs := m.snapshot()
+	for tp, l := range logs {
+		if err := l.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("close %s: %w", tp, err))
+		}
+	}
+	errs = append(errs, m.Checkpoint())
+	if err := errors.Join(errs...); err != nil {
+		m.lock.Close()
+		return err // no marker: the next start recovers
+	}
+	f, err := os.Create(filepath.Join(m.dir, CleanShutdownFile))
+	if err == nil {
+		err = errors.Join(f.Close(), syncDir(m.dir))
+	}
+	return errors.Join(err, m.lock.Close())
+}

@@ -1,0 +1,268 @@
+package commitlog
+
+import (
+	"fmt"
+	"io"
+	"math"
+	"os"
+
+	"github.com/kafkaworkbook/workbook/stage01-log/record"
+)
+
+// Region is a byte range of a segment file: what a read returns instead of
+// copied bytes. Stage 02 writes it into a fetch response by copying it to
+// the socket; stage 06 hands it to sendfile(2), so the data goes from the
+// page cache to the network without entering the process (§2.1.5).
+//
+// A region starts at a batch boundary. Like Kafka's, it may end inside a
+// batch when maxBytes cuts it: readers drop a partial batch at the end.
+type Region struct {
+	File *os.File // the segment's file; the caller must not write or close it
+	Pos  int64    // where the region starts in File
+	Size int64    // its length; 0 for an empty read
+}
+
+// Reader returns a reader over the region's bytes.
+func (r Region) Reader() *io.SectionReader { return io.NewSectionReader(r.File, r.Pos, r.Size) }
+
+// Bytes copies the region into memory.
+func (r Region) Bytes() ([]byte, error) {
+	b := make([]byte, r.Size)
+	if _, err := io.ReadFull(r.Reader(), b); err != nil {
+		return nil, fmt.Errorf("read region of %s at %d: %w", r.File.Name(), r.Pos, err)
+	}
+	return b, nil
+}
+
+// Read returns the region of the log that starts with the batch holding
+// offset, at most maxBytes long but always holding that whole batch (so a
+// reader never gets stuck behind a batch bigger than its limit, as in
+// Kafka's KIP-74). Reading at the log end offset returns an empty region;
+// reading outside [StartOffset, EndOffset] is ErrOffsetOutOfRange.
+func (l *Log) Read(offset int64, maxBytes int) (Region, error) {
+	return l.ReadUpTo(offset, maxBytes, math.MaxInt64)
+}
+
+// ReadUpTo is Read limited to the batches below maxOffset: consumers of a
+// replicated partition read only below its high watermark (stage 03).
+// maxOffset must fall on a batch boundary, as a high watermark does.
+func (l *Log) ReadUpTo(offset int64, maxBytes int, maxOffset int64) (Region, error) {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	if l.closed {
+		return Region{}, ErrClosed
+	}
+	if offset < l.logStartOffset || offset > l.nextOffset {
+		return Region{}, fmt.Errorf("%w: offset %d, log %s holds [%d, %d)", ErrOffsetOutOfRange, offset, l.dir, l.logStartOffset, l.nextOffset)
+	}
+	maxOffset = min(maxOffset, l.nextOffset)
+	if offset >= maxOffset {
+		return Region{}, nil
+	}
+	for i := l.segmentIndexFor(offset); i < len(l.segments); i++ {
+		s := l.segments[i]
+		pos, h, found, err := s.translateOffset(offset)
+		if err != nil {
+			return Region{}, err
+		}
+		if !found {
+			continue // offset lies past this segment's data: try the next
+		}
+		if h.BaseOffset >= maxOffset {
+			return Region{}, nil
+		}
+		end := s.size
+		if i == len(l.segments)-1 || l.segments[i+1].baseOffset > maxOffset {
+			// The bound may fall inside this segment: stop at its batch.
+			if bpos, _, ok, err := s.translateOffset(maxOffset); err != nil {
+				return Region{}, err
+			} else if ok {
+				end = bpos
+			}
+		}
+		size := min(int64(maxBytes), end-pos)
+		size = max(size, int64(h.Size()))
+		return Region{File: s.file, Pos: pos, Size: size}, nil
+	}
+	return Region{}, nil
+}
+
+// OffsetForTimestamp returns the first offset whose batch has a timestamp
+// >= ts, with that batch's max timestamp, for ListOffsets by time. found is
+// false when every record is older. Like Kafka before its record-level
+// search, it answers with a batch boundary: the first record of the first
+// batch that reaches ts.
+func (l *Log) OffsetForTimestamp(ts int64) (offset, timestamp int64, found bool, err error) {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	if l.closed {
+		return 0, 0, false, ErrClosed
+	}
+	for _, s := range l.segments {
+		if err := s.loadTimestamps(); err != nil {
+			return 0, 0, false, err
+		}
+		if s.maxTimestamp < ts {
+			continue
+		}
+		h, ok, err := s.findByTimestamp(ts)
+		if err != nil {
+			return 0, 0, false, err
+		}
+		if ok {
+			return max(h.BaseOffset, l.logStartOffset), h.MaxTimestamp, true, nil
+		}
+	}
+	return 0, 0, false, nil
+}
+
+// EndOffset is the log end offset (LEO): the offset the next append gets.
+func (l *Log) EndOffset() int64 {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	return l.nextOffset
+}
+
+// StartOffset is the first offset a reader may ask for.
+func (l *Log) StartOffset() int64 {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	return l.logStartOffset
+}
+
+// RecoveryPoint is the offset below which the log is known to be on disk.
+func (l *Log) RecoveryPoint() int64 {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	return l.recoveryPoint
+}
+
+// Dir is the log's directory.
+func (l *Log) Dir() string { return l.dir }
+
+// Config is the log's configuration.
+func (l *Log) Config() Config { return l.cfg }
+
+// Size is the number of bytes in all segments.
+func (l *Log) Size() int64 {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	var n int64
+	for _, s := range l.segments {
+		n += s.size
+	}
+	return n
+}
+
+// SegmentInfo describes one segment, for tools and tests.
+type SegmentInfo struct {
+	BaseOffset int64
+	Size       int64
+	Path       string // the .log file
+}
+
+// Segments lists the segments, oldest first; the last is the active one.
+func (l *Log) Segments() []SegmentInfo {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	out := make([]SegmentInfo, len(l.segments))
+	for i, s := range l.segments {
+		out[i] = SegmentInfo{BaseOffset: s.baseOffset, Size: s.size, Path: s.path(logSuffix)}
+	}
+	return out
+}
+
+// TruncateTo removes every batch at or after offset, as a follower does when
+// its log diverged from its leader's (stage 03). offset should fall on a
+// batch boundary; otherwise the batch holding it goes too. It returns the
+// new log end offset.
+func (l *Log) TruncateTo(offset int64) (int64, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
+		return 0, ErrClosed
+	}
+	if offset >= l.nextOffset {
+		return l.nextOffset, nil
+	}
+	if offset < l.segments[0].baseOffset {
+		return offset, l.truncateFullyLocked(offset)
+	}
+	keep := l.segmentIndexFor(offset)
+	for _, s := range l.segments[keep+1:] {
+		if err := s.remove(); err != nil {
+			return 0, err
+		}
+	}
+	l.segments = l.segments[:keep+1]
+	active := l.activeSegment()
+	next, err := active.truncateTo(offset)
+	if err != nil {
+		return 0, err
+	}
+	if err := l.resumeAppends(active); err != nil {
+		return 0, err
+	}
+	l.nextOffset = next
+	l.recoveryPoint = min(l.recoveryPoint, next)
+	l.logStartOffset = min(l.logStartOffset, next)
+	return next, nil
+}
+
+// TruncateFullyAndStartAt empties the log and restarts it at offset, as a
+// follower does when its leader no longer has the offsets it needs.
+func (l *Log) TruncateFullyAndStartAt(offset int64) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
+		return ErrClosed
+	}
+	return l.truncateFullyLocked(offset)
+}
+
+func (l *Log) truncateFullyLocked(offset int64) error {
+	for _, s := range l.segments {
+		if err := s.remove(); err != nil {
+			return err
+		}
+	}
+	s, err := createSegment(l.dir, offset, &l.cfg, l.logger, l.now())
+	if err != nil {
+		l.segments = nil
+		return err
+	}
+	l.segments = []*segment{s}
+	l.nextOffset, l.logStartOffset, l.recoveryPoint = offset, offset, offset
+	return nil
+}
+
+// batchAt reads the header of the batch that holds offset; for tests and
+// tools that want to look at what Read points to.
+func (l *Log) batchAt(offset int64) (record.BatchHeader, error) {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	i := l.segmentIndexFor(offset)
+	if i < 0 {
+		return record.BatchHeader{}, ErrOffsetOutOfRange
+	}
+	_, h, found, err := l.segments[i].translateOffset(offset)
+	if err == nil && !found {
+		err = ErrOffsetOutOfRange
+	}
+	return h, err
+}
+
+// loadedSegments counts segments whose files are open and mapped.
+func (l *Log) loadedSegments() int {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	n := 0
+	for _, s := range l.segments {
+		s.loadMu.Lock()
+		if s.loaded {
+			n++
+		}
+		s.loadMu.Unlock()
+	}
+	return n
+}

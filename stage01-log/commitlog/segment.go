@@ -1,0 +1,510 @@
+package commitlog
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/kafkaworkbook/workbook/stage01-log/record"
+)
+
+// File name suffixes, as Kafka names them.
+const (
+	logSuffix       = ".log"
+	indexSuffix     = ".index"
+	timeIndexSuffix = ".timeindex"
+	deletedSuffix   = ".deleted" // a segment waiting out file.delete.delay.ms
+	cleanedSuffix   = ".cleaned" // compaction leftovers (Kafka's log cleaner)
+	swapSuffix      = ".swap"
+)
+
+// segmentName is the file name prefix of a segment: its base offset padded
+// to 20 digits, so that names sort like offsets.
+func segmentName(baseOffset int64) string { return fmt.Sprintf("%020d", baseOffset) }
+
+// Scanner windows: a lookup scans at most about one index interval; recovery
+// reads the whole segment.
+const (
+	lookupWindow   = 16 << 10
+	recoveryWindow = 1 << 20
+)
+
+// segment is one .log file with its two indexes. Its base offset is the
+// offset of its first batch; its files are named after it.
+//
+// The Log's lock guards a segment: appends and truncation hold it for
+// writing, reads for reading. The files and indexes of a segment that is not
+// active are opened on first use (Kafka's lazy indexes, KIP-263), so that
+// opening a log with many segments reads none of them; loadMu makes that
+// first use safe among concurrent readers.
+type segment struct {
+	dir        string
+	baseOffset int64
+	cfg        *Config // the log's config; indexes read the interval and size from it
+	logger     *slog.Logger
+
+	// Guarded by the Log's lock.
+	size                     int64 // bytes of whole batches in the .log file
+	bytesSinceLastIndexEntry int   // log bytes appended since the last index entry
+	maxTimestamp             int64 // largest batch timestamp so far; -1 until known
+	offsetOfMaxTimestamp     int64 // last offset of the batch that carried maxTimestamp
+	timestampsLoaded         bool  // maxTimestamp reflects the time index
+	rollingBasedTimestamp    int64 // max timestamp of the first batch (segment.ms); -1 if none
+	created                  time.Time
+
+	loadMu  sync.Mutex   // serializes load among readers holding the Log's read lock
+	loaded  bool         // Protected by loadMu; once true, the fields below are set
+	file    *os.File     // the .log file
+	offsets *offsetIndex // the .index file
+	times   *timeIndex   // the .timeindex file
+}
+
+func (s *segment) path(suffix string) string {
+	return filepath.Join(s.dir, segmentName(s.baseOffset)+suffix)
+}
+
+// createSegment creates an empty segment's files: the new active segment.
+func createSegment(dir string, baseOffset int64, cfg *Config, logger *slog.Logger, now time.Time) (*segment, error) {
+	s := &segment{dir: dir, baseOffset: baseOffset, cfg: cfg, logger: logger,
+		maxTimestamp: -1, offsetOfMaxTimestamp: baseOffset, timestampsLoaded: true,
+		rollingBasedTimestamp: -1, created: now}
+	f, err := os.OpenFile(s.path(logSuffix), os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("create segment %s: %w", segmentName(baseOffset), err)
+	}
+	s.file = f
+	if err := s.openIndexes(); err != nil {
+		f.Close()
+		return nil, err
+	}
+	s.loaded = true
+	return s, nil
+}
+
+// existingSegment describes a segment found on disk without opening it.
+func existingSegment(dir string, baseOffset, size int64, modTime time.Time, cfg *Config, logger *slog.Logger) *segment {
+	return &segment{dir: dir, baseOffset: baseOffset, cfg: cfg, logger: logger, size: size,
+		maxTimestamp: -1, offsetOfMaxTimestamp: baseOffset, rollingBasedTimestamp: -1, created: modTime}
+}
+
+func (s *segment) openIndexes() error {
+	var err error
+	if s.offsets, err = openOffsetIndex(s.path(indexSuffix), s.baseOffset, s.cfg.SegmentIndexBytes); err != nil {
+		return fmt.Errorf("segment %s: %w", segmentName(s.baseOffset), err)
+	}
+	if s.times, err = openTimeIndex(s.path(timeIndexSuffix), s.baseOffset, s.cfg.SegmentIndexBytes); err != nil {
+		s.offsets.close()
+		return fmt.Errorf("segment %s: %w", segmentName(s.baseOffset), err)
+	}
+	return nil
+}
+
+// load opens the segment's files on first use. A missing or corrupt index
+// is rebuilt from the log. The log itself is trusted here: recovery, which
+// truncates bad data, has already run over every segment it had to.
+func (s *segment) load() error {
+	s.loadMu.Lock()
+	defer s.loadMu.Unlock()
+	if s.loaded {
+		return nil
+	}
+	f, err := os.OpenFile(s.path(logSuffix), os.O_RDWR, 0)
+	if err != nil {
+		return fmt.Errorf("open segment %s: %w", segmentName(s.baseOffset), err)
+	}
+	s.file = f
+	if err := s.loadIndexes(); err != nil {
+		f.Close()
+		return err
+	}
+	s.loaded = true
+	return nil
+}
+
+// loadIndexes opens the indexes and checks them, rebuilding them when a
+// file is missing or fails its sanity check.
+func (s *segment) loadIndexes() error {
+	_, errOff := os.Stat(s.path(indexSuffix))
+	_, errTime := os.Stat(s.path(timeIndexSuffix))
+	missing := errOff != nil || errTime != nil
+	err := s.openIndexes()
+	if err == nil && !missing {
+		if err = s.offsets.sanityCheck(max(s.size, 1)); err == nil {
+			err = s.times.sanityCheck()
+		}
+		if err == nil {
+			return nil
+		}
+		s.offsets.close()
+		s.times.close()
+	}
+	if err != nil && !errors.Is(err, errCorruptIndex) {
+		return err
+	}
+	if err != nil {
+		s.logger.Warn("rebuilding corrupt index", "segment", segmentName(s.baseOffset), "err", err)
+		os.Remove(s.path(indexSuffix))
+		os.Remove(s.path(timeIndexSuffix))
+		if err := s.openIndexes(); err != nil {
+			return err
+		}
+	} else {
+		s.logger.Info("rebuilding missing index", "segment", segmentName(s.baseOffset))
+	}
+	valid, err := s.rebuildIndexes()
+	if err != nil && !record.IsCorrupt(err) && !errors.Is(err, errTornBatch) {
+		return err
+	}
+	if valid < s.size {
+		// Below the recovery point the data was flushed and trusted, so a
+		// bad batch here is damage after the fact. Index what is readable
+		// and leave the bytes alone: deleting data is recovery's call.
+		s.logger.Error("segment holds invalid data below the recovery point",
+			"segment", segmentName(s.baseOffset), "valid_bytes", valid, "size", s.size, "err", err)
+	}
+	return s.trimIndexes()
+}
+
+// trimIndexes shrinks both index files to their entries.
+func (s *segment) trimIndexes() error {
+	return errors.Join(s.offsets.resize(0), s.times.resize(0))
+}
+
+// growIndexes makes room for new entries: the segment is becoming active.
+func (s *segment) growIndexes() error {
+	return errors.Join(s.offsets.resize(s.cfg.SegmentIndexBytes), s.times.resize(s.cfg.SegmentIndexBytes))
+}
+
+// rebuildIndexes empties both indexes and refills them from the log,
+// validating every batch. It returns the bytes of valid batches from the
+// start; err says why the scan stopped before the end.
+func (s *segment) rebuildIndexes() (validBytes int64, err error) {
+	s.offsets.truncateEntries(0)
+	s.times.truncateEntries(0)
+	if err := s.growIndexes(); err != nil {
+		return 0, err
+	}
+	s.bytesSinceLastIndexEntry = 0
+	s.maxTimestamp, s.offsetOfMaxTimestamp, s.timestampsLoaded = -1, s.baseOffset, true
+	s.rollingBasedTimestamp = -1
+
+	fi, err := s.file.Stat()
+	if err != nil {
+		return 0, fmt.Errorf("stat segment %s: %w", segmentName(s.baseOffset), err)
+	}
+	sc := newBatchScanner(s.file, 0, fi.Size(), recoveryWindow)
+	next := s.baseOffset
+	for {
+		pos, h, _, err := sc.next(true)
+		if err == io.EOF {
+			return pos, nil
+		}
+		if err == nil && (h.BaseOffset < next || h.LastOffset()-s.baseOffset > math.MaxInt32) {
+			err = fmt.Errorf("%w: batch at position %d has offsets %d..%d, expected from %d",
+				record.ErrInvalidRecord, pos, h.BaseOffset, h.LastOffset(), next)
+		}
+		if err != nil {
+			return pos, err
+		}
+		if err := s.indexBatch(pos, &h); err != nil {
+			return pos, err
+		}
+		next = h.NextOffset()
+	}
+}
+
+// indexBatch updates the segment's timestamps and indexes for the batch
+// just written at pos: Kafka's rule is to add an entry to both indexes when
+// more than index.interval.bytes were written since the last one. Appends
+// and recovery share this, so a rebuilt index equals the original.
+func (s *segment) indexBatch(pos int64, h *record.BatchHeader) error {
+	if s.rollingBasedTimestamp < 0 && pos == 0 {
+		s.rollingBasedTimestamp = h.MaxTimestamp
+	}
+	if h.MaxTimestamp > s.maxTimestamp {
+		s.maxTimestamp, s.offsetOfMaxTimestamp = h.MaxTimestamp, h.LastOffset()
+	}
+	if s.bytesSinceLastIndexEntry > s.cfg.IndexIntervalBytes {
+		if err := s.offsets.append(h.LastOffset(), int32(pos)); err != nil {
+			return err
+		}
+		if err := s.times.maybeAppend(s.maxTimestamp, s.offsetOfMaxTimestamp, false); err != nil {
+			return err
+		}
+		s.bytesSinceLastIndexEntry = 0
+	}
+	s.bytesSinceLastIndexEntry += h.Size()
+	s.size = pos + int64(h.Size())
+	return nil
+}
+
+// append writes whole batches (already validated, offsets assigned) at the
+// end of the log with one write, then indexes them.
+func (s *segment) append(data []byte, headers []record.BatchHeader) error {
+	if _, err := s.file.WriteAt(data, s.size); err != nil {
+		return fmt.Errorf("append to segment %s: %w", segmentName(s.baseOffset), err)
+	}
+	pos := s.size
+	for i := range headers {
+		if err := s.indexBatch(pos, &headers[i]); err != nil {
+			return err
+		}
+		pos += int64(headers[i].Size())
+	}
+	return nil
+}
+
+// recover validates the segment from its start, rebuilding its indexes and
+// truncating it at the first bad or torn batch. It returns the number of
+// bytes truncated.
+func (s *segment) recover() (truncated int64, err error) {
+	if err := s.load(); err != nil {
+		return 0, err
+	}
+	valid, scanErr := s.rebuildIndexes()
+	if scanErr != nil && !record.IsCorrupt(scanErr) && !errors.Is(scanErr, errTornBatch) {
+		return 0, scanErr // an I/O error, not bad data: do not truncate
+	}
+	fi, err := s.file.Stat()
+	if err != nil {
+		return 0, err
+	}
+	if valid < fi.Size() {
+		s.logger.Warn("truncating invalid bytes at the end of a segment", "segment", segmentName(s.baseOffset),
+			"position", valid, "bytes", fi.Size()-valid, "reason", scanErr)
+		if err := s.file.Truncate(valid); err != nil {
+			return 0, fmt.Errorf("truncate segment %s: %w", segmentName(s.baseOffset), err)
+		}
+	}
+	s.size = valid
+	return fi.Size() - valid, nil
+}
+
+// loadTimestamps fills maxTimestamp from the time index's last entry, which
+// is the newest timestamp of a segment that is not active.
+func (s *segment) loadTimestamps() error {
+	if s.timestampsLoaded {
+		return nil
+	}
+	if err := s.load(); err != nil {
+		return err
+	}
+	if ts, off := s.times.lastEntry(); ts > s.maxTimestamp {
+		s.maxTimestamp, s.offsetOfMaxTimestamp = ts, off
+	}
+	s.timestampsLoaded = true
+	return nil
+}
+
+// readNextOffset finds the offset after the last batch: from the last
+// offset index entry, scan to the end (at most an interval of batches).
+func (s *segment) readNextOffset() (int64, error) {
+	if err := s.load(); err != nil {
+		return 0, err
+	}
+	next := s.baseOffset
+	_, pos := s.offsets.lookup(math.MaxInt64)
+	sc := newBatchScanner(s.file, int64(pos), s.size, lookupWindow)
+	for {
+		_, h, _, err := sc.next(false)
+		if err == io.EOF {
+			return next, nil
+		}
+		if err != nil {
+			return 0, fmt.Errorf("segment %s: %w", segmentName(s.baseOffset), err)
+		}
+		next = h.NextOffset()
+	}
+}
+
+// translateOffset finds the first batch at or after startPos whose last
+// offset is >= target, scanning forward from the index entry at or below
+// target. found is false when the segment has no such batch.
+func (s *segment) translateOffset(target int64) (pos int64, h record.BatchHeader, found bool, err error) {
+	if err := s.load(); err != nil {
+		return 0, h, false, err
+	}
+	_, start := s.offsets.lookup(target)
+	sc := newBatchScanner(s.file, int64(start), s.size, lookupWindow)
+	for {
+		pos, h, _, err := sc.next(false)
+		if err == io.EOF {
+			return 0, h, false, nil
+		}
+		if err != nil {
+			return 0, h, false, fmt.Errorf("segment %s: %w", segmentName(s.baseOffset), err)
+		}
+		if h.LastOffset() >= target {
+			return pos, h, true, nil
+		}
+	}
+}
+
+// findByTimestamp returns the first batch whose max timestamp is >= ts.
+func (s *segment) findByTimestamp(ts int64) (h record.BatchHeader, found bool, err error) {
+	if err := s.load(); err != nil {
+		return h, false, err
+	}
+	_, fromOffset := s.times.lookup(ts)
+	pos, _, ok, err := s.translateOffset(fromOffset)
+	if err != nil || !ok {
+		return h, false, err
+	}
+	sc := newBatchScanner(s.file, pos, s.size, lookupWindow)
+	for {
+		_, h, _, err := sc.next(false)
+		if err == io.EOF {
+			return h, false, nil
+		}
+		if err != nil {
+			return h, false, fmt.Errorf("segment %s: %w", segmentName(s.baseOffset), err)
+		}
+		if h.MaxTimestamp >= ts {
+			return h, true, nil
+		}
+	}
+}
+
+// truncateTo removes every batch whose last offset is >= offset and returns
+// the offset after the last batch kept.
+func (s *segment) truncateTo(offset int64) (next int64, err error) {
+	pos, h, found, err := s.translateOffset(offset)
+	if err != nil {
+		return 0, err
+	}
+	if !found {
+		return s.readNextOffset()
+	}
+	s.offsets.truncateTo(h.BaseOffset)
+	s.times.truncateTo(h.BaseOffset)
+	if err := s.file.Truncate(pos); err != nil {
+		return 0, fmt.Errorf("truncate segment %s: %w", segmentName(s.baseOffset), err)
+	}
+	s.size = pos
+	// The max timestamp may have been in the removed batches; the time index
+	// holds the best value still true (Kafka does the same).
+	s.maxTimestamp, s.offsetOfMaxTimestamp = s.times.lastEntry()
+	if pos == 0 {
+		s.rollingBasedTimestamp = -1
+	}
+	return h.BaseOffset, nil
+}
+
+// shouldRoll reports why the active segment must be closed before a batch
+// of size bytes with the given max timestamp and last offset is appended,
+// or "" if it need not be.
+func (s *segment) shouldRoll(size int, maxTimestamp, lastOffset int64, now time.Time) string {
+	switch {
+	case s.size == 0:
+		return "" // an empty segment takes any batch that fits in a segment at all
+	case s.size+int64(size) > s.cfg.SegmentBytes:
+		return "segment.bytes"
+	case s.cfg.SegmentMs != Never && now.Sub(s.rollingTime()) > s.cfg.SegmentMs:
+		return "segment.ms"
+	case s.offsets.isFull() || s.times.isFull():
+		return "index full"
+	case lastOffset-s.baseOffset > math.MaxInt32:
+		return "relative offset overflow"
+	}
+	return ""
+}
+
+// loadRollingTimestamp reads the first batch's max timestamp, which
+// segment.ms counts from, for a segment that was opened rather than created.
+func (s *segment) loadRollingTimestamp() error {
+	if s.rollingBasedTimestamp >= 0 || s.size == 0 {
+		return nil
+	}
+	_, h, _, err := newBatchScanner(s.file, 0, s.size, record.HeaderSize).next(false)
+	if err != nil {
+		return fmt.Errorf("segment %s: %w", segmentName(s.baseOffset), err)
+	}
+	s.rollingBasedTimestamp = h.MaxTimestamp
+	return nil
+}
+
+// rollingTime is when segment.ms starts counting: the first batch's max
+// timestamp when it has one, else when the segment was created.
+func (s *segment) rollingTime() time.Time {
+	if s.rollingBasedTimestamp >= 0 {
+		return time.UnixMilli(s.rollingBasedTimestamp)
+	}
+	return s.created
+}
+
+// onBecomeInactive is called when the segment stops being the active one:
+// the time index gets a final entry for the newest timestamp, and both
+// indexes are trimmed to their entries.
+func (s *segment) onBecomeInactive() error {
+	if err := s.times.maybeAppend(s.maxTimestamp, s.offsetOfMaxTimestamp, true); err != nil {
+		return err
+	}
+	return s.trimIndexes()
+}
+
+// flush forces the segment's data and indexes to disk. It may run without
+// the Log's lock; loadMu keeps the segment from closing meanwhile.
+func (s *segment) flush() error {
+	s.loadMu.Lock()
+	defer s.loadMu.Unlock()
+	if !s.loaded {
+		return nil
+	}
+	if err := s.file.Sync(); err != nil {
+		return fmt.Errorf("fsync segment %s: %w", segmentName(s.baseOffset), err)
+	}
+	return errors.Join(s.offsets.flush(), s.times.flush())
+}
+
+// close releases the segment's files. The indexes are trimmed, so a clean
+// shutdown leaves no preallocated space behind.
+func (s *segment) close() error {
+	s.loadMu.Lock()
+	defer s.loadMu.Unlock()
+	if !s.loaded {
+		return nil
+	}
+	s.loaded = false
+	return errors.Join(s.offsets.close(), s.times.close(), s.file.Close())
+}
+
+// markDeleted renames the segment's files with the .deleted suffix: they are
+// no longer part of the log, but a read handed out earlier can still use the
+// open file until it is removed after file.delete.delay.ms.
+func (s *segment) markDeleted() error {
+	var errs []error
+	for _, suffix := range []string{logSuffix, indexSuffix, timeIndexSuffix} {
+		if err := os.Rename(s.path(suffix), s.path(suffix)+deletedSuffix); err != nil && !errors.Is(err, os.ErrNotExist) {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// removeDeleted closes the segment and removes its .deleted files.
+func (s *segment) removeDeleted() error {
+	errs := []error{s.close()}
+	for _, suffix := range []string{logSuffix, indexSuffix, timeIndexSuffix} {
+		if err := os.Remove(s.path(suffix) + deletedSuffix); err != nil && !errors.Is(err, os.ErrNotExist) {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// remove closes the segment and deletes its files at once (truncation).
+func (s *segment) remove() error {
+	errs := []error{s.close()}
+	for _, suffix := range []string{logSuffix, indexSuffix, timeIndexSuffix} {
+		if err := os.Remove(s.path(suffix)); err != nil && !errors.Is(err, os.ErrNotExist) {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
