@@ -208,6 +208,20 @@ func TestRollOnSegmentMs(t *testing.T) {
 	require.Equal(t, int64(3), l.Segments()[1].BaseOffset)
 }
 
+func TestSegmentMsCountsBatchTimestampsNotTheWallClock(t *testing.T) {
+	h := newLogHarness(t, DefaultConfig()) // segment.ms is 7 days
+	l := h.open(Options{})
+	old := h.clock.Now().Add(-30 * 24 * time.Hour).UnixMilli()
+	for i := range 5 {
+		_, _, err := l.Append(makeBatch(t, i, 1, 10, old+int64(i)))
+		require.NoError(t, err)
+	}
+	require.Len(t, l.Segments(), 1, "a month-old timestamp is not a reason to roll on every append")
+	_, _, err := l.Append(makeBatch(t, 9, 1, 10, old+8*24*3600*1000))
+	require.NoError(t, err)
+	require.Len(t, l.Segments(), 2, "eight days between the first batch and this one")
+}
+
 func TestRollWhenIndexIsFull(t *testing.T) {
 	cfg := DefaultConfig()
 	cfg.IndexIntervalBytes = 1    // an entry after (nearly) every batch

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"sync"
 
 	"github.com/kafkaworkbook/workbook/stage01-log/record"
 )
@@ -19,11 +20,32 @@ type batchScanner struct {
 	end      int64  // scanning stops here: the segment's size or a read bound
 	window   []byte // file bytes [winStart, winStart+len(window))
 	winStart int64
-	winSize  int // how much to read at a time
+	winSize  int     // how much to read at a time
+	pooled   *[]byte // the pool's handle on window, for lookup scanners
 }
 
 func newBatchScanner(f *os.File, pos, end int64, winSize int) *batchScanner {
 	return &batchScanner{f: f, pos: pos, end: end, winSize: winSize}
+}
+
+// lookupWindows recycles the small windows of lookups, which run on every
+// fetch: without it each one would allocate its window.
+var lookupWindows = sync.Pool{New: func() any { return new([]byte) }}
+
+// newLookupScanner is a scanner for a short forward scan of headers, with a
+// pooled window; call release when done.
+func newLookupScanner(f *os.File, pos, end int64, winSize int) *batchScanner {
+	s := newBatchScanner(f, pos, end, winSize)
+	s.pooled = lookupWindows.Get().(*[]byte)
+	s.window = (*s.pooled)[:0]
+	return s
+}
+
+// release returns a lookup scanner's window to the pool.
+func (s *batchScanner) release() {
+	*s.pooled = s.window[:0]
+	lookupWindows.Put(s.pooled)
+	s.window, s.pooled = nil, nil
 }
 
 // errTornBatch means the bytes before end hold only part of a batch: a

@@ -28,12 +28,15 @@ const (
 // to 20 digits, so that names sort like offsets.
 func segmentName(baseOffset int64) string { return fmt.Sprintf("%020d", baseOffset) }
 
-// Scanner windows: a lookup scans at most about one index interval; recovery
-// reads the whole segment.
-const (
-	lookupWindow   = 16 << 10
-	recoveryWindow = 1 << 20
-)
+// recoveryWindow is how much recovery reads at a time.
+const recoveryWindow = 1 << 20
+
+// lookupWindow is how much a lookup reads at a time: the index puts an entry
+// every index.interval.bytes, so one interval plus a header covers the scan
+// from an entry to the batch sought, unless batches are large.
+func (s *segment) lookupWindow() int {
+	return min(max(s.cfg.IndexIntervalBytes, 0)+2*record.HeaderSize, 64<<10)
+}
 
 // segment is one .log file with its two indexes. Its base offset is the
 // offset of its first batch; its files are named after it.
@@ -310,7 +313,8 @@ func (s *segment) readNextOffset() (int64, error) {
 	}
 	next := s.baseOffset
 	_, pos := s.offsets.lookup(math.MaxInt64)
-	sc := newBatchScanner(s.file, int64(pos), s.size, lookupWindow)
+	sc := newLookupScanner(s.file, int64(pos), s.size, s.lookupWindow())
+	defer sc.release()
 	for {
 		_, h, _, err := sc.next(false)
 		if err == io.EOF {
@@ -331,7 +335,8 @@ func (s *segment) translateOffset(target int64) (pos int64, h record.BatchHeader
 		return 0, h, false, err
 	}
 	_, start := s.offsets.lookup(target)
-	sc := newBatchScanner(s.file, int64(start), s.size, lookupWindow)
+	sc := newLookupScanner(s.file, int64(start), s.size, s.lookupWindow())
+	defer sc.release()
 	for {
 		pos, h, _, err := sc.next(false)
 		if err == io.EOF {
@@ -356,7 +361,8 @@ func (s *segment) findByTimestamp(ts int64) (h record.BatchHeader, found bool, e
 	if err != nil || !ok {
 		return h, false, err
 	}
-	sc := newBatchScanner(s.file, pos, s.size, lookupWindow)
+	sc := newLookupScanner(s.file, pos, s.size, s.lookupWindow())
+	defer sc.release()
 	for {
 		_, h, _, err := sc.next(false)
 		if err == io.EOF {
@@ -405,7 +411,7 @@ func (s *segment) shouldRoll(size int, maxTimestamp, lastOffset int64, now time.
 		return "" // an empty segment takes any batch that fits in a segment at all
 	case s.size+int64(size) > s.cfg.SegmentBytes:
 		return "segment.bytes"
-	case s.cfg.SegmentMs != Never && now.Sub(s.rollingTime()) > s.cfg.SegmentMs:
+	case s.cfg.SegmentMs != Never && s.timeWaitedForRoll(now, maxTimestamp) > s.cfg.SegmentMs:
 		return "segment.ms"
 	case s.offsets.isFull() || s.times.isFull():
 		return "index full"
@@ -429,13 +435,15 @@ func (s *segment) loadRollingTimestamp() error {
 	return nil
 }
 
-// rollingTime is when segment.ms starts counting: the first batch's max
-// timestamp when it has one, else when the segment was created.
-func (s *segment) rollingTime() time.Time {
+// timeWaitedForRoll is how old the segment is for segment.ms, as Kafka
+// measures it: the new batch's timestamp minus the first batch's, so that
+// producers sending old timestamps do not roll a segment per append; the
+// wall clock only when the segment holds no timestamp yet.
+func (s *segment) timeWaitedForRoll(now time.Time, batchTimestamp int64) time.Duration {
 	if s.rollingBasedTimestamp >= 0 {
-		return time.UnixMilli(s.rollingBasedTimestamp)
+		return time.Duration(batchTimestamp-s.rollingBasedTimestamp) * time.Millisecond
 	}
-	return s.created
+	return now.Sub(s.created)
 }
 
 // onBecomeInactive is called when the segment stops being the active one:
