@@ -194,11 +194,14 @@ func (l *Log) recover(opts Options) error {
 
 // recoverFrom validates every segment from the one holding recoveryPoint.
 func (l *Log) recoverFrom(recoveryPoint int64) error {
-	start := l.segmentIndexFor(recoveryPoint)
-	if start < 0 {
-		start = 0
-	}
+	start := max(l.segmentIndexFor(recoveryPoint), 0)
+	scanned, skipped := 0, start
+	defer func() {
+		l.logger.Info("recovery scanned the segments from the recovery point", "recovery_point", recoveryPoint,
+			"segments_scanned", scanned, "segments_trusted", skipped)
+	}()
 	for i := start; i < len(l.segments); i++ {
+		scanned++
 		s := l.segments[i]
 		truncated, err := s.recover()
 		if err != nil {

@@ -257,3 +257,38 @@ func TestLeftoversOfInterruptedDeletionsAreRemoved(t *testing.T) {
 	require.ElementsMatch(t, []string{"00000000000000000000.log", "00000000000000000000.index",
 		"00000000000000000000.timeindex"}, segmentFiles(t, h.dir))
 }
+
+// Readers that find segments unopened open them concurrently; run with -race.
+func TestConcurrentReadersLoadSegmentsLazily(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.SegmentBytes = 600
+	h := newLogHarness(t, cfg)
+	l := h.open(Options{})
+	for i := range 200 {
+		_, _, err := l.Append(makeBatch(t, i, 1, 100, int64(1000+i)))
+		require.NoError(t, err)
+	}
+	require.NoError(t, l.Close())
+	l = h.open(Options{CleanShutdown: true})
+
+	done := make(chan struct{})
+	for w := range 4 {
+		go func() {
+			defer func() { done <- struct{}{} }()
+			rng := rand.New(rand.NewPCG(uint64(w), 1))
+			for range 300 {
+				off := rng.Int64N(200)
+				r, err := l.Read(off, 200)
+				require.NoError(t, err)
+				require.Positive(t, r.Size)
+				got, _, found, err := l.OffsetForTimestamp(1000 + off)
+				require.NoError(t, err)
+				require.True(t, found)
+				require.Equal(t, off, got)
+			}
+		}()
+	}
+	for range 4 {
+		<-done
+	}
+}

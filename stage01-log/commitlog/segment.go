@@ -52,14 +52,18 @@ type segment struct {
 	cfg        *Config // the log's config; indexes read the interval and size from it
 	logger     *slog.Logger
 
-	// Guarded by the Log's lock.
+	// Written under the Log's write lock only.
 	size                     int64 // bytes of whole batches in the .log file
 	bytesSinceLastIndexEntry int   // log bytes appended since the last index entry
-	maxTimestamp             int64 // largest batch timestamp so far; -1 until known
-	offsetOfMaxTimestamp     int64 // last offset of the batch that carried maxTimestamp
-	timestampsLoaded         bool  // maxTimestamp reflects the time index
 	rollingBasedTimestamp    int64 // max timestamp of the first batch (segment.ms); -1 if none
 	created                  time.Time
+
+	// Written under the Log's write lock, or under its read lock with loadMu
+	// held when a reader loads the segment lazily; read after load or
+	// loadTimestamps returned.
+	maxTimestamp         int64 // largest batch timestamp so far; -1 until known
+	offsetOfMaxTimestamp int64 // last offset of the batch that carried maxTimestamp
+	timestampsLoaded     bool  // maxTimestamp reflects the time index
 
 	loadMu  sync.Mutex   // serializes load among readers holding the Log's read lock
 	loaded  bool         // Protected by loadMu; once true, the fields below are set
@@ -117,61 +121,75 @@ func (s *segment) load() error {
 	if s.loaded {
 		return nil
 	}
-	f, err := os.OpenFile(s.path(logSuffix), os.O_RDWR, 0)
+	rebuild, err := s.openFiles()
 	if err != nil {
-		return fmt.Errorf("open segment %s: %w", segmentName(s.baseOffset), err)
+		return err
 	}
-	s.file = f
-	if err := s.loadIndexes(); err != nil {
-		f.Close()
+	if !rebuild {
+		if err := s.offsets.sanityCheck(max(s.size, 1)); err != nil {
+			s.logger.Warn("rebuilding corrupt index", "segment", segmentName(s.baseOffset), "err", err)
+			rebuild = true
+		} else if err := s.times.sanityCheck(); err != nil {
+			s.logger.Warn("rebuilding corrupt time index", "segment", segmentName(s.baseOffset), "err", err)
+			rebuild = true
+		}
+	}
+	if rebuild {
+		valid, err := s.rebuildIndexes()
+		if err != nil && !record.IsCorrupt(err) && !errors.Is(err, errTornBatch) {
+			s.closeFiles()
+			return err
+		}
+		if valid < s.size {
+			// Below the recovery point the data was flushed and trusted,
+			// so a bad batch here is damage after the fact. Index what is
+			// readable and leave the bytes alone: deleting data is
+			// recovery's call, not a reader's.
+			s.logger.Error("segment holds invalid data below the recovery point",
+				"segment", segmentName(s.baseOffset), "valid_bytes", valid, "size", s.size, "err", err)
+		}
+	}
+	if err := s.trimIndexes(); err != nil {
+		s.closeFiles()
 		return err
 	}
 	s.loaded = true
 	return nil
 }
 
-// loadIndexes opens the indexes and checks them, rebuilding them when a
-// file is missing or fails its sanity check.
-func (s *segment) loadIndexes() error {
-	_, errOff := os.Stat(s.path(indexSuffix))
-	_, errTime := os.Stat(s.path(timeIndexSuffix))
-	missing := errOff != nil || errTime != nil
-	err := s.openIndexes()
-	if err == nil && !missing {
-		if err = s.offsets.sanityCheck(max(s.size, 1)); err == nil {
-			err = s.times.sanityCheck()
-		}
-		if err == nil {
-			return nil
-		}
-		s.offsets.close()
-		s.times.close()
-	}
-	if err != nil && !errors.Is(err, errCorruptIndex) {
-		return err
-	}
+// openFiles opens the .log file and both indexes. An index file that is
+// missing, or whose size is not a whole number of entries, is replaced by an
+// empty one and rebuild is set. Called with loadMu held.
+func (s *segment) openFiles() (rebuild bool, err error) {
+	f, err := os.OpenFile(s.path(logSuffix), os.O_RDWR, 0)
 	if err != nil {
+		return false, fmt.Errorf("open segment %s: %w", segmentName(s.baseOffset), err)
+	}
+	s.file = f
+	for _, suffix := range []string{indexSuffix, timeIndexSuffix} {
+		if _, err := os.Stat(s.path(suffix)); errors.Is(err, os.ErrNotExist) {
+			s.logger.Info("rebuilding missing index", "file", segmentName(s.baseOffset)+suffix)
+			rebuild = true
+		}
+	}
+	err = s.openIndexes()
+	if errors.Is(err, errCorruptIndex) {
 		s.logger.Warn("rebuilding corrupt index", "segment", segmentName(s.baseOffset), "err", err)
 		os.Remove(s.path(indexSuffix))
 		os.Remove(s.path(timeIndexSuffix))
-		if err := s.openIndexes(); err != nil {
-			return err
-		}
-	} else {
-		s.logger.Info("rebuilding missing index", "segment", segmentName(s.baseOffset))
+		rebuild = true
+		err = s.openIndexes()
 	}
-	valid, err := s.rebuildIndexes()
-	if err != nil && !record.IsCorrupt(err) && !errors.Is(err, errTornBatch) {
-		return err
+	if err != nil {
+		f.Close()
+		return false, err
 	}
-	if valid < s.size {
-		// Below the recovery point the data was flushed and trusted, so a
-		// bad batch here is damage after the fact. Index what is readable
-		// and leave the bytes alone: deleting data is recovery's call.
-		s.logger.Error("segment holds invalid data below the recovery point",
-			"segment", segmentName(s.baseOffset), "valid_bytes", valid, "size", s.size, "err", err)
-	}
-	return s.trimIndexes()
+	return rebuild, nil
+}
+
+// closeFiles closes what openFiles opened. Called with loadMu held.
+func (s *segment) closeFiles() error {
+	return errors.Join(s.offsets.close(), s.times.close(), s.file.Close())
 }
 
 // trimIndexes shrinks both index files to their entries.
@@ -243,7 +261,6 @@ func (s *segment) indexBatch(pos int64, h *record.BatchHeader) error {
 		s.bytesSinceLastIndexEntry = 0
 	}
 	s.bytesSinceLastIndexEntry += h.Size()
-	s.size = pos + int64(h.Size())
 	return nil
 }
 
@@ -260,6 +277,7 @@ func (s *segment) append(data []byte, headers []record.BatchHeader) error {
 		}
 		pos += int64(headers[i].Size())
 	}
+	s.size = pos
 	return nil
 }
 
@@ -267,8 +285,16 @@ func (s *segment) append(data []byte, headers []record.BatchHeader) error {
 // truncating it at the first bad or torn batch. It returns the number of
 // bytes truncated.
 func (s *segment) recover() (truncated int64, err error) {
-	if err := s.load(); err != nil {
-		return 0, err
+	s.loadMu.Lock()
+	defer s.loadMu.Unlock()
+	if !s.loaded {
+		// Recovery rebuilds the indexes anyway: open the files without
+		// checking the old ones (an index preallocated by the process that
+		// crashed always looks corrupt).
+		if _, err := s.openFiles(); err != nil {
+			return 0, err
+		}
+		s.loaded = true
 	}
 	valid, scanErr := s.rebuildIndexes()
 	if scanErr != nil && !record.IsCorrupt(scanErr) && !errors.Is(scanErr, errTornBatch) {
@@ -290,13 +316,16 @@ func (s *segment) recover() (truncated int64, err error) {
 }
 
 // loadTimestamps fills maxTimestamp from the time index's last entry, which
-// is the newest timestamp of a segment that is not active.
+// is the newest timestamp of a segment that is not active. Readers holding
+// the Log's read lock may call it together, hence loadMu.
 func (s *segment) loadTimestamps() error {
-	if s.timestampsLoaded {
-		return nil
-	}
 	if err := s.load(); err != nil {
 		return err
+	}
+	s.loadMu.Lock()
+	defer s.loadMu.Unlock()
+	if s.timestampsLoaded {
+		return nil
 	}
 	if ts, off := s.times.lastEntry(); ts > s.maxTimestamp {
 		s.maxTimestamp, s.offsetOfMaxTimestamp = ts, off
@@ -479,7 +508,7 @@ func (s *segment) close() error {
 		return nil
 	}
 	s.loaded = false
-	return errors.Join(s.offsets.close(), s.times.close(), s.file.Close())
+	return s.closeFiles()
 }
 
 // markDeleted renames the segment's files with the .deleted suffix: they are
