@@ -1,0 +1,372 @@
+//go:build linux
+
+package network
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"net"
+
+	"golang.org/x/sys/unix"
+)
+
+// conn is one connection of the reactor (Kafka: a KafkaChannel with its
+// NetworkReceive and Send). Every field but fd, proc, id and the addresses
+// belongs to the owning Processor's goroutine and is touched by nothing
+// else; handlers reach a conn only through Respond, which goes through the
+// Processor's locked response queue.
+//
+// A conn is kept small because an idle connection costs exactly this
+// struct (plus its map entry, its ConnID and its address): no goroutine, no
+// stack, no read buffer. Buffers exist only while a frame is being read or
+// a response written.
+type conn struct {
+	fd     int        // the socket, non-blocking; immutable
+	proc   *Processor // the Processor that owns it; immutable
+	id     string     // ConnID; immutable
+	remote net.Addr   // immutable
+	local  net.Addr   // immutable, shared with other connections of the listener
+
+	// Read side: a frame is a 4-byte size, then size bytes.
+
+	// sizeBuf collects the size prefix; sizeN bytes of it are filled.
+	sizeBuf [4]byte
+	sizeN   uint8
+	// inFrame is set once the size is known: body is being filled.
+	inFrame bool
+	// body is the frame being read, allocated to its size; bodyN bytes are
+	// filled. It becomes the Request's Body.
+	body  []byte
+	bodyN int
+	// ahead holds bytes read past a complete frame (a client pipelining
+	// requests) while the connection is muted; they are parsed on unmute
+	// before the socket is read again.
+	ahead []byte
+
+	// Mute state (Kafka: KafkaChannel's ChannelMuteState).
+
+	// muted is set from the moment a request is complete until its
+	// response is written (or NoResponse arrives): a muted connection is
+	// not read, so it has one request in flight and answers in order.
+	muted bool
+	// awaiting is set while the request is with the handlers (queued,
+	// parked in Processor.pending, or being handled): the response has
+	// not arrived yet. Such a connection is never idle.
+	awaiting bool
+	// parked is set while the connection is in Processor.parked: it wants
+	// to read but the RequestChannel is full.
+	parked bool
+	// interest is the epoll interest set registered for fd. EPOLLIN is
+	// dropped lazily: only when epoll reports data the Processor does not
+	// want to read yet, which spares two epoll_ctl calls per request for
+	// clients that wait for each answer.
+	interest uint32
+
+	// Write side: the response being written.
+
+	// sends is the response; nil when none is being written.
+	sends []Send
+	// sendIdx is the Send being written, sendOff the bytes of it written.
+	sendIdx int
+	sendOff int64
+	// closeAfterWrite is Response.Close: close once sends are written.
+	closeAfterWrite bool
+
+	// closed is set by Processor.closeConn; a closed conn is out of every
+	// Processor structure except, possibly, pending and parked, which
+	// skip it.
+	closed bool
+
+	// Idle tracking: the Processor's connections form a list ordered by
+	// lastActive (nanoseconds since the Processor's epoch), oldest first.
+	lastActive int64
+	prev, next *conn
+}
+
+// respond implements responder: the response goes to the Processor's
+// response queue.
+func (c *conn) respond(r *Request, resp Response) { c.proc.queueResponse(c, resp) }
+
+func (c *conn) logDuplicate(r *Request) {
+	c.proc.logger.Error("Respond called twice for one request; ignoring the second", "conn", r.ConnID)
+}
+
+// read reads once from c's socket and parses what arrived. One read per
+// readiness event keeps the Processor fair across connections; epoll is
+// level-triggered, so whatever is left is reported again in the next round.
+func (p *Processor) read(c *conn) {
+	// Mid-frame, read straight into the frame; otherwise into the
+	// Processor's shared scratch buffer, so that an idle connection owns
+	// no buffer at all.
+	direct := c.inFrame
+	buf := p.scratch
+	if direct {
+		buf = c.body[c.bodyN:]
+	}
+	n, err := readFD(c.fd, buf)
+	switch {
+	case err == unix.EAGAIN:
+		return // a spurious wake-up
+	case err != nil:
+		p.closeConn(c, classifyIOError(err), fmt.Errorf("read: %w", err))
+		return
+	case n == 0:
+		var cut error
+		if c.inFrame || c.sizeN > 0 {
+			cut = errors.New("connection closed in the middle of a frame")
+		}
+		p.closeConn(c, closedByPeer, cut)
+		return
+	}
+	p.stats.bytesIn.Add(uint64(n))
+	p.touch(c)
+	if direct {
+		c.bodyN += n
+		if c.bodyN == len(c.body) {
+			p.completeFrame(c)
+		}
+		return
+	}
+	p.consume(c, p.scratch[:n], false)
+}
+
+// consume parses data: size prefixes, frame bodies, complete frames. owned
+// says whether data may be kept as it is (it is c.ahead) or must be copied
+// (it is the scratch buffer).
+func (p *Processor) consume(c *conn, data []byte, owned bool) {
+	for len(data) > 0 {
+		if !p.wantsRead(c) {
+			// Muted by the frame just completed (a pipelining client):
+			// keep the rest for later.
+			if !owned {
+				data = append([]byte(nil), data...)
+			}
+			c.ahead = data
+			if !c.muted {
+				p.park(c)
+			}
+			return
+		}
+		if !c.inFrame {
+			k := copy(c.sizeBuf[c.sizeN:], data)
+			c.sizeN += uint8(k)
+			data = data[k:]
+			if c.sizeN < 4 {
+				return
+			}
+			c.sizeN = 0
+			size := int32(binary.BigEndian.Uint32(c.sizeBuf[:]))
+			if err := checkSize(size, p.maxRequestBytes); err != nil {
+				p.closeConn(c, closedBadSize, err)
+				return
+			}
+			c.inFrame = true
+			c.body = make([]byte, size)
+			c.bodyN = 0
+		}
+		k := copy(c.body[c.bodyN:], data)
+		c.bodyN += k
+		data = data[k:]
+		if c.bodyN == len(c.body) {
+			p.completeFrame(c)
+		}
+	}
+}
+
+// completeFrame turns the frame just read into a Request, mutes the
+// connection (Kafka mutes a channel after every complete receive) and hands
+// the request on.
+func (p *Processor) completeFrame(c *conn) {
+	r := &Request{
+		Body:       c.body,
+		Received:   p.now,
+		RemoteAddr: c.remote,
+		LocalAddr:  c.local,
+		ConnID:     c.id,
+		from:       c,
+	}
+	c.body, c.bodyN, c.inFrame = nil, 0, false
+	c.muted, c.awaiting = true, true
+	p.awaiting++
+	p.stats.requestsRead.Add(1)
+	p.dispatch(c, r)
+}
+
+// startResponse begins writing a response that came through the response
+// queue.
+func (p *Processor) startResponse(c *conn, resp Response) {
+	if c.closed {
+		p.stats.responsesDropped.Add(1)
+		return
+	}
+	c.awaiting = false
+	p.awaiting--
+	p.touch(c)
+	if resp.NoResponse {
+		p.stats.noResponses.Add(1)
+		if resp.Close {
+			p.closeConn(c, closedByResponse, nil)
+			return
+		}
+		p.unmute(c)
+		return
+	}
+	c.sends, c.sendIdx, c.sendOff = resp.Sends, 0, 0
+	c.closeAfterWrite = resp.Close
+	p.write(c)
+}
+
+// write writes as much of c's response as the socket takes. When the socket
+// is full it registers EPOLLOUT and returns; the Processor calls write again
+// when epoll reports the socket writable (a partial write resumes where it
+// stopped). When the whole response is written the connection is unmuted.
+func (p *Processor) write(c *conn) {
+	for c.sendIdx < len(c.sends) {
+		s := &c.sends[c.sendIdx]
+		size := s.size()
+		if c.sendOff >= size { // an empty Send
+			c.sendIdx, c.sendOff = c.sendIdx+1, 0
+			continue
+		}
+		var n int64
+		var err error
+		if s.File != nil {
+			n, err = p.regionSender.SendRegion(c.fd, s.File, s.Pos+c.sendOff, size-c.sendOff)
+		} else {
+			n, err = writeFD(c.fd, s.Bytes[c.sendOff:])
+		}
+		if n > 0 {
+			c.sendOff += n
+			p.stats.bytesOut.Add(uint64(n))
+			p.touch(c)
+		}
+		if err != nil {
+			p.closeConn(c, classifyIOError(err), err)
+			return
+		}
+		if c.sendOff < size {
+			// The send buffer is full: wait for EPOLLOUT.
+			p.setInterest(c, c.interest|epollOut)
+			return
+		}
+		c.sendIdx, c.sendOff = c.sendIdx+1, 0
+	}
+
+	// The whole response is on the wire.
+	c.sends = nil
+	p.stats.responsesSent.Add(1)
+	if c.closeAfterWrite {
+		p.closeConn(c, closedByResponse, nil)
+		return
+	}
+	if c.interest&epollOut != 0 {
+		if p.setInterest(c, c.interest&^epollOut); c.closed {
+			return
+		}
+	}
+	p.unmute(c)
+}
+
+// unmute ends the connection's request: it may read the next one.
+func (p *Processor) unmute(c *conn) {
+	c.muted = false
+	p.resume(c)
+}
+
+// resume lets a connection read again, after its response (unmute) or
+// after the RequestChannel made room (parked connections). Frames already
+// buffered in c.ahead go first; only when they are used up does the socket
+// get read again.
+func (p *Processor) resume(c *conn) {
+	switch {
+	case c.closed:
+		return
+	case p.draining:
+		p.closeConn(c, closedAtShutdown, nil)
+		return
+	case len(p.pending) > 0:
+		p.park(c)
+		return
+	}
+	if len(c.ahead) > 0 {
+		data := c.ahead
+		c.ahead = nil
+		if p.consume(c, data, true); c.closed || c.muted || c.parked {
+			return
+		}
+	}
+	p.setInterest(c, c.interest|epollIn)
+}
+
+// wantsRead reports whether c may read: not muted, and the Processor is
+// neither waiting for room in the RequestChannel nor draining.
+func (p *Processor) wantsRead(c *conn) bool {
+	return !c.muted && len(p.pending) == 0 && !p.draining
+}
+
+// stopReading drops EPOLLIN from c's interest set because epoll reported
+// data that c may not read now; without that, level-triggered epoll would
+// report it in every round. A connection held back only by back-pressure
+// is parked, to be resumed when the RequestChannel has room.
+func (p *Processor) stopReading(c *conn) {
+	if p.setInterest(c, c.interest&^epollIn); c.closed {
+		return
+	}
+	if !c.muted && !p.draining {
+		p.park(c)
+	}
+}
+
+// setInterest registers a new interest set for c if it changed. On failure
+// it closes c; callers that go on must check c.closed.
+func (p *Processor) setInterest(c *conn, events uint32) {
+	if events == c.interest {
+		return
+	}
+	if err := p.poller.modify(c.fd, events); err != nil {
+		p.closeConn(c, closedOnError, err)
+		return
+	}
+	c.interest = events
+}
+
+// readFD is read(2) with EINTR retried.
+func readFD(fd int, b []byte) (int, error) {
+	for {
+		n, err := unix.Read(fd, b)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return 0, err
+		}
+		return n, nil
+	}
+}
+
+// writeFD is write(2) with EINTR retried; a full socket (EAGAIN) is
+// reported as 0 bytes written and no error.
+func writeFD(fd int, b []byte) (int64, error) {
+	for {
+		n, err := unix.Write(fd, b)
+		switch err {
+		case nil:
+			return int64(n), nil
+		case unix.EINTR:
+			continue
+		case unix.EAGAIN:
+			return 0, nil
+		default:
+			return 0, fmt.Errorf("write: %w", err)
+		}
+	}
+}
+
+// classifyIOError tells a client going away from a real failure.
+func classifyIOError(err error) closeReason {
+	if errors.Is(err, unix.ECONNRESET) || errors.Is(err, unix.EPIPE) || errors.Is(err, unix.ETIMEDOUT) {
+		return closedByPeer
+	}
+	return closedOnError
+}

@@ -1,0 +1,105 @@
+// Package network is the broker's network layer: Kafka's SocketServer, the
+// three-layer architecture of the seed's §3.1, built as a reactor on epoll
+// (§2.1.1). It reads size-prefixed requests from many connections, hands
+// them to a pool of handlers through one bounded queue, and writes each
+// response back on the connection it came from, in request order. It knows
+// nothing about the Kafka protocol: a request is the bytes of one frame, a
+// response a list of byte buffers and file regions.
+//
+// # The three layers
+//
+//	clients ──connect──▶ ┌──────────────────────────────────────────┐
+//	                     │ Acceptor: 1 goroutine, epoll on the      │ §3.1: the Acceptor thread and
+//	                     │ listening socket ("OP_ACCEPT")           │ its OP_ACCEPT selector
+//	                     └──────────────────────────────────────────┘
+//	                        │ round-robin: new-connection queue + eventfd
+//	════ layer 1 ═══════════▼═════════════════════════════════════════════════════════
+//	 ┌──────────────────┐ ┌──────────────────┐ ┌──────────────────┐  num.network.threads = 3
+//	 │ Processor 0      │ │ Processor 1      │ │ Processor 2      │  each: 1 goroutine, its own
+//	 │ epoll + eventfd  │ │ epoll + eventfd  │ │ epoll + eventfd  │  epoll set ("selector") and
+//	 │ its connections  │ │ its connections  │ │ its connections  │  connections; reads frames,
+//	 └──┬────────────▲──┘ └──┬────────────▲──┘ └──┬────────────▲──┘  writes responses
+//	    │ Request    │ response queue + eventfd, one per Processor
+//	════ layer 2 ════╪══════════════════════════════════════════════════════════════
+//	    ▼            │       ▼            │       ▼            │
+//	 ┌─────────────────────────────────────────────────────────┐
+//	 │ RequestChannel: one bounded queue (queued.max.requests) │  §3.1: the RequestQueue
+//	 └─────────────────────────────────────────────────────────┘
+//	════ layer 3 ═══════════╪══════════════════════════════════════════════════════
+//	                        ▼                 │ r.Respond(resp): to the request's
+//	 ┌──────────────────────────────────────┐ │ own Processor's response queue
+//	 │ RequestHandlerPool: num.io.threads   │─┘ §3.1: the ResponseQueues, "one per
+//	 │ = 8 goroutines calling Handler       │    Processor thread"
+//	 └──────────────────────────────────────┘
+//
+// The Acceptor accepts, sets the socket options and hands each connection
+// to the next Processor. A Processor's loop (processor_linux.go) waits on
+// its epoll set; for each readable connection it reads what arrived, parses
+// frames (a 4-byte big-endian size, then the request), and puts every
+// complete Request on the RequestChannel. A handler goroutine takes it,
+// calls the Handler, and the Handler answers with Request.Respond, at once
+// or later from any goroutine (a long-poll Fetch in a purgatory). Respond
+// puts the response on the response queue of the Processor that read the
+// request and wakes that Processor through its eventfd; the Processor
+// writes the response, as much as the socket takes, and finishes it when
+// epoll reports the socket writable again.
+//
+// # Kafka's rules
+//
+//   - Ordering: after reading a request, a Processor mutes the connection
+//     (reads nothing more from it) until the response has been written or
+//     the handler answered Response.NoResponse (Produce with acks=0). A
+//     connection so has one request in flight and gets its responses in
+//     request order, although handlers run concurrently. Bytes a client
+//     pipelined behind the request wait, already read, until the unmute.
+//   - Back-pressure: when the RequestChannel is full, Processors stop
+//     reading new requests (nothing is dropped) but keep writing responses.
+//   - socket.request.max.bytes: a negative or larger size prefix closes
+//     that connection, with a log line; the others are not affected.
+//   - connections.max.idle.ms: a connection that moved no bytes for that
+//     long is closed, unless its request is with a handler.
+//   - max.connections: connections over the limit are closed at accept.
+//
+// # Responses that point at files
+//
+// A Response is a list of Sends, each a byte slice or a region of a file
+// (a log segment): a Fetch response can point at the log instead of
+// copying it. The reactor writes file regions through a RegionSender; the
+// default, CopyRegionSender, reads the region into a buffer and writes it.
+// Stage 06 plugs a sendfile(2) RegionSender into Config.RegionSender for
+// zero-copy (§2.1.5); region_sender_linux_test.go shows that sender in a
+// few lines.
+//
+// # Two servers
+//
+// NewReactorServer (Linux) is the reactor above. NewPortableServer runs
+// everywhere: Go's net package and one goroutine per connection (read a
+// frame, queue it, wait for the response, write it), sharing the
+// RequestChannel and RequestHandlerPool. NewServer picks the reactor on
+// Linux and the portable server elsewhere or with the build tag portable.
+// Every test runs against both, and the benchmarks compare them.
+//
+// Go's twist on the reactor: Kafka's Selector blocks its thread in
+// epoll_wait. A goroutine that did so would hold an OS thread, and every
+// wake-up would cost a kernel thread wake-up plus a trip through the Go
+// scheduler. So a poller (poller_linux.go) polls its epoll set without
+// blocking, and when nothing is ready parks its goroutine on the Go
+// runtime's netpoller, which watches the epoll fd itself. The epoll set,
+// the event loop and the wake-ups stay the reactor's own.
+//
+// # Files, in reading order
+//
+//	config.go              Config: Kafka's keys and defaults
+//	request.go, send.go    Request, Respond, Response, Send, RegionSender
+//	channel.go             RequestChannel: layer 2
+//	handler_pool.go        RequestHandlerPool: layer 3
+//	server.go, stats.go    Server: start, shutdown, Stats
+//	poller_linux.go        poller: an epoll set and its eventfd
+//	acceptor_linux.go      Acceptor
+//	processor_linux.go     Processor: the event loop, inbox, back-pressure, idle
+//	conn_linux.go          a connection: framing, mute/unmute, partial writes
+//	reactor_linux.go       NewReactorServer: the parts put together
+//	portable.go            NewPortableServer: a goroutine per connection
+//	region_sender_unix.go  CopyRegionSender
+//	loadgen/               a closed-loop load generator for benchmarks and brokers
+package network

@@ -1,0 +1,63 @@
+package network
+
+import (
+	"fmt"
+	"log/slog"
+	"runtime/debug"
+	"sync"
+)
+
+// RequestHandlerPool is the third layer of §3.1: num.io.threads goroutines
+// (Kafka: KafkaRequestHandler threads, 8 by default) that take requests from
+// the RequestChannel and call the Handler. The handler answers through
+// Request.Respond, which routes the response back to the request's
+// Processor; the pool itself never touches a socket.
+type RequestHandlerPool struct {
+	channel *RequestChannel // where requests come from
+	handler Handler         // called for every request
+	logger  *slog.Logger    // for handler panics
+	wg      sync.WaitGroup  // counts the running handler goroutines
+	done    chan struct{}   // closed when every handler goroutine has returned
+}
+
+// NewRequestHandlerPool starts n goroutines that handle the requests of
+// channel until it is closed.
+func NewRequestHandlerPool(n int, channel *RequestChannel, h Handler, logger *slog.Logger) *RequestHandlerPool {
+	p := &RequestHandlerPool{channel: channel, handler: h, logger: logger, done: make(chan struct{})}
+	p.wg.Add(n)
+	for i := 0; i < n; i++ {
+		go p.run(i)
+	}
+	go func() { p.wg.Wait(); close(p.done) }()
+	return p
+}
+
+// run is one KafkaRequestHandler: take, handle, repeat.
+func (p *RequestHandlerPool) run(id int) {
+	defer p.wg.Done()
+	for {
+		r, ok := p.channel.Receive()
+		if !ok {
+			return
+		}
+		p.handle(id, r)
+	}
+}
+
+// handle calls the Handler. Like KafkaRequestHandler, it survives a
+// handler's failure: a panic is logged and the request's connection closed,
+// since its client would otherwise wait for an answer forever.
+func (p *RequestHandlerPool) handle(id int, r *Request) {
+	defer func() {
+		if v := recover(); v != nil {
+			p.logger.Error("request handler panicked; closing the connection",
+				"handler", id, "conn", r.ConnID, "panic", fmt.Sprint(v), "stack", string(debug.Stack()))
+			r.tryRespond(Response{Close: true})
+		}
+	}()
+	p.handler.Handle(r)
+}
+
+// Done is closed when every handler goroutine has returned, which happens
+// after the RequestChannel is closed and drained.
+func (p *RequestHandlerPool) Done() <-chan struct{} { return p.done }

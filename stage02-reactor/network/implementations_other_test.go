@@ -1,0 +1,7 @@
+//go:build !linux
+
+package network
+
+var implementations = []implementation{
+	{"portable", NewPortableServer},
+}

@@ -1,0 +1,375 @@
+package network
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+)
+
+// NewPortableServer returns a Server, listening on cfg.Addr, built on Go's
+// net package with one goroutine per connection: read a frame, put it on the
+// RequestChannel, wait for the response, write it, read the next frame. The
+// Go runtime's own netpoller (epoll on Linux, kqueue on BSDs) does the
+// multiplexing that the reactor does by hand. It shares the RequestChannel,
+// the RequestHandlerPool and the shutdown sequence with the reactor, and is
+// the baseline the reactor's benchmarks compare against.
+//
+// One request is in flight per connection here too, since the goroutine
+// reads the next frame only after writing the previous response: Kafka's
+// mute/unmute falls out of the control flow.
+func NewPortableServer(cfg Config, h Handler) (*Server, error) {
+	s, err := newServer(cfg, h)
+	if err != nil {
+		return nil, err
+	}
+	ln, err := net.Listen("tcp", s.cfg.Addr)
+	if err != nil {
+		return nil, fmt.Errorf("network: listen on %s: %w", s.cfg.Addr, err)
+	}
+	s.transport = &portableTransport{
+		srv:        s,
+		ln:         ln.(*net.TCPListener),
+		conns:      make(map[*portableConn]struct{}),
+		stop:       make(chan struct{}),
+		acceptDone: make(chan struct{}),
+	}
+	return s, nil
+}
+
+// portableTransport is the goroutine-per-connection transport.
+type portableTransport struct {
+	srv   *Server          // config, logger, RequestChannel, openConns
+	ln    *net.TCPListener // the listening socket
+	stats counters         // the counters of all its connections
+
+	// nextIndex numbers connections for their ConnID.
+	nextIndex atomic.Uint64
+
+	// acceptDone is closed when the accept loop returns.
+	acceptDone chan struct{}
+
+	// draining is set by drain: connection goroutines read no new request.
+	draining atomic.Bool
+
+	// mu protects conns.
+	mu sync.Mutex
+	// conns are the open connections. Protected by mu.
+	conns map[*portableConn]struct{}
+
+	// wg counts the connection goroutines.
+	wg sync.WaitGroup
+
+	// stop is closed by forceClose: goroutines waiting for room in the
+	// RequestChannel or for a response give up.
+	stop     chan struct{}
+	stopOnce sync.Once
+}
+
+// portableConn is one connection and its goroutine.
+type portableConn struct {
+	t      *portableTransport
+	nc     *net.TCPConn // the connection; only its goroutine reads and writes it
+	id     string       // ConnID
+	remote net.Addr     // RemoteAddr of its requests
+	local  net.Addr     // LocalAddr of its requests
+
+	// resp carries the response of the request in flight from Respond to
+	// the connection goroutine. Capacity 1: one request in flight, one
+	// response, so Respond never blocks.
+	resp chan Response
+
+	// mu orders read deadlines against drain (see armRead) and protects
+	// closed.
+	mu sync.Mutex
+	// closed is set when the goroutine is done with the connection; later
+	// responses are dropped. Protected by mu.
+	closed bool
+}
+
+func (t *portableTransport) addr() net.Addr        { return t.ln.Addr() }
+func (t *portableTransport) counters() []*counters { return []*counters{&t.stats} }
+func (t *portableTransport) closeListener()        { t.ln.Close() }
+func (t *portableTransport) start()                { go t.acceptLoop() }
+
+// acceptLoop accepts connections and starts a goroutine for each.
+func (t *portableTransport) acceptLoop() {
+	defer close(t.acceptDone)
+	cfg := &t.srv.cfg
+	var backoff time.Duration
+	for {
+		nc, err := t.ln.AcceptTCP()
+		if err != nil {
+			if errors.Is(err, net.ErrClosed) {
+				return
+			}
+			// EMFILE and friends: wait a little and try again, like
+			// net/http, rather than spin.
+			backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
+			t.srv.logger.Warn("accept failed; retrying", "err", err, "backoff", backoff)
+			time.Sleep(backoff)
+			continue
+		}
+		backoff = 0
+		t.stats.accepted.Add(1)
+		if cfg.MaxConnections > 0 && t.srv.openConns.Load() >= int64(cfg.MaxConnections) {
+			t.stats.rejected.Add(1)
+			t.srv.logger.Debug("rejecting connection: max.connections reached",
+				"remote", nc.RemoteAddr().String(), "max.connections", cfg.MaxConnections)
+			nc.Close()
+			continue
+		}
+		t.configure(nc)
+		c := &portableConn{
+			t:      t,
+			nc:     nc,
+			remote: nc.RemoteAddr(),
+			local:  nc.LocalAddr(),
+			resp:   make(chan Response, 1),
+		}
+		c.id = connID(c.local, c.remote, t.nextIndex.Add(1))
+		t.srv.openConns.Add(1)
+		t.mu.Lock()
+		t.conns[c] = struct{}{}
+		t.wg.Add(1)
+		t.mu.Unlock()
+		go c.serve()
+	}
+}
+
+// configure applies the socket options the reactor's Acceptor applies.
+func (t *portableTransport) configure(nc *net.TCPConn) {
+	cfg := &t.srv.cfg
+	var errs []error
+	errs = append(errs, nc.SetNoDelay(true), nc.SetKeepAlive(true))
+	if cfg.SendBufferBytes > 0 {
+		errs = append(errs, nc.SetWriteBuffer(cfg.SendBufferBytes))
+	}
+	if cfg.ReceiveBufferBytes > 0 {
+		errs = append(errs, nc.SetReadBuffer(cfg.ReceiveBufferBytes))
+	}
+	if err := errors.Join(errs...); err != nil {
+		t.srv.logger.Warn("setting socket options failed", "remote", nc.RemoteAddr().String(), "err", err)
+	}
+}
+
+// stopAccepting closes the listener and waits for the accept loop.
+func (t *portableTransport) stopAccepting() {
+	t.ln.Close()
+	<-t.acceptDone
+}
+
+// drain stops every connection from reading a new request. A goroutine
+// blocked reading is woken by a read deadline in the past; one handling a
+// request finishes it and then sees draining in armRead.
+func (t *portableTransport) drain() <-chan struct{} {
+	t.draining.Store(true)
+	t.mu.Lock()
+	conns := make([]*portableConn, 0, len(t.conns))
+	for c := range t.conns {
+		conns = append(conns, c)
+	}
+	t.mu.Unlock()
+	for _, c := range conns {
+		c.mu.Lock()
+		c.nc.SetReadDeadline(time.Now())
+		c.mu.Unlock()
+	}
+	done := make(chan struct{})
+	go func() { t.wg.Wait(); close(done) }()
+	return done
+}
+
+// forceClose closes every connection and waits for their goroutines.
+func (t *portableTransport) forceClose() {
+	t.stopOnce.Do(func() { close(t.stop) })
+	t.mu.Lock()
+	for c := range t.conns {
+		c.nc.Close()
+	}
+	t.mu.Unlock()
+	t.wg.Wait()
+}
+
+// serve runs the connection until it closes.
+func (c *portableConn) serve() {
+	defer c.t.wg.Done()
+	reason, err := c.loop()
+	c.close(reason, err)
+}
+
+// loop reads a request, queues it, waits for its response and writes it,
+// until something ends the connection; it returns why.
+func (c *portableConn) loop() (closeReason, error) {
+	t := c.t
+	maxBytes := t.srv.cfg.SocketRequestMaxBytes
+	var size [4]byte
+	for {
+		if !c.armRead() {
+			return closedAtShutdown, nil
+		}
+		if _, err := io.ReadFull(c.nc, size[:]); err != nil {
+			return c.readFailed(err)
+		}
+		n := int32(binary.BigEndian.Uint32(size[:]))
+		if err := checkSize(n, maxBytes); err != nil {
+			return closedBadSize, err
+		}
+		body := make([]byte, n)
+		if _, err := io.ReadFull(c.nc, body); err != nil {
+			return c.readFailed(err)
+		}
+		t.stats.bytesIn.Add(uint64(4 + n))
+		t.stats.requestsRead.Add(1)
+		r := &Request{Body: body, Received: time.Now(), RemoteAddr: c.remote, LocalAddr: c.local, ConnID: c.id, from: c}
+
+		if !t.srv.channel.TrySend(r) {
+			t.stats.backPressure.Add(1) // the queue is full: wait for room
+			if !t.srv.channel.Send(r, t.stop) {
+				t.stats.responsesDropped.Add(1)
+				return closedAtShutdown, nil
+			}
+		}
+		var resp Response
+		select {
+		case resp = <-c.resp:
+		case <-t.stop:
+			return closedAtShutdown, nil // the response, when it comes, is dropped
+		}
+		if resp.NoResponse {
+			t.stats.noResponses.Add(1)
+		} else {
+			if err := c.write(resp.Sends); err != nil {
+				t.stats.responsesDropped.Add(1)
+				return c.writeFailed(err)
+			}
+			t.stats.responsesSent.Add(1)
+		}
+		if resp.Close {
+			return closedByResponse, nil
+		}
+	}
+}
+
+// armRead prepares the read of the next request: it refuses once the
+// server drains, and sets the idle deadline. mu makes "check draining, set
+// the deadline" atomic with respect to drain's "set draining, set a past
+// deadline", so a goroutine that is about to read either sees draining or
+// has its deadline overwritten by drain's.
+func (c *portableConn) armRead() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.t.draining.Load() {
+		return false
+	}
+	var deadline time.Time
+	if idle := c.t.srv.cfg.ConnectionsMaxIdle; idle > 0 {
+		deadline = time.Now().Add(idle)
+	}
+	c.nc.SetReadDeadline(deadline)
+	return true
+}
+
+// readFailed classifies a read error.
+func (c *portableConn) readFailed(err error) (closeReason, error) {
+	switch {
+	case c.t.draining.Load():
+		return closedAtShutdown, nil
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		return closedIdle, nil
+	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, syscall.ECONNRESET):
+		return closedByPeer, err
+	default:
+		return closedOnError, err
+	}
+}
+
+// writeFailed classifies a write error.
+func (c *portableConn) writeFailed(err error) (closeReason, error) {
+	switch {
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		return closedIdle, err
+	case errors.Is(err, syscall.EPIPE), errors.Is(err, syscall.ECONNRESET):
+		return closedByPeer, err
+	default:
+		return closedOnError, err
+	}
+}
+
+// write writes the sends in order: runs of byte buffers with one writev
+// (net.Buffers), file regions with io.Copy from a SectionReader. Go handles
+// partial writes inside Write.
+func (c *portableConn) write(sends []Send) error {
+	if idle := c.t.srv.cfg.ConnectionsMaxIdle; idle > 0 {
+		c.nc.SetWriteDeadline(time.Now().Add(idle))
+	}
+	for i := 0; i < len(sends); {
+		if sends[i].File != nil {
+			s := &sends[i]
+			n, err := io.Copy(c.nc, io.NewSectionReader(s.File, s.Pos, s.Len))
+			c.t.stats.bytesOut.Add(uint64(n))
+			if err == nil && n < s.Len {
+				err = io.ErrUnexpectedEOF // the region ends past the end of the file
+			}
+			if err != nil {
+				return fmt.Errorf("write file region: %w", err)
+			}
+			i++
+			continue
+		}
+		var bufs net.Buffers
+		for ; i < len(sends) && sends[i].File == nil; i++ {
+			if len(sends[i].Bytes) > 0 {
+				bufs = append(bufs, sends[i].Bytes)
+			}
+		}
+		n, err := bufs.WriteTo(c.nc)
+		c.t.stats.bytesOut.Add(uint64(n))
+		if err != nil {
+			return fmt.Errorf("write response: %w", err)
+		}
+	}
+	return nil
+}
+
+// respond implements responder.
+func (c *portableConn) respond(r *Request, resp Response) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		c.t.stats.responsesDropped.Add(1)
+		return
+	}
+	c.resp <- resp
+}
+
+func (c *portableConn) logDuplicate(r *Request) {
+	c.t.srv.logger.Error("Respond called twice for one request; ignoring the second", "conn", r.ConnID)
+}
+
+// close ends the connection for reason.
+func (c *portableConn) close(reason closeReason, err error) {
+	t := c.t
+	c.mu.Lock()
+	c.closed = true
+	select {
+	case <-c.resp: // answered, but the goroutine left before writing it
+		t.stats.responsesDropped.Add(1)
+	default:
+	}
+	c.mu.Unlock()
+	c.nc.Close()
+
+	t.mu.Lock()
+	delete(t.conns, c)
+	t.mu.Unlock()
+	t.srv.openConns.Add(-1)
+	t.stats.countClose(reason)
+	logClose(t.srv.logger, c.id, reason, err)
+}

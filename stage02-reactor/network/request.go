@@ -1,0 +1,114 @@
+package network
+
+import (
+	"net"
+	"sync/atomic"
+	"time"
+)
+
+// A Request is one frame read from a connection: the bytes after the 4-byte
+// size prefix. The network layer does not look inside it; parsing the request
+// header (api_key, api_version, correlation_id, client_id) is the protocol
+// layer's job.
+type Request struct {
+	// Body is the whole request, header and body, without the size prefix.
+	// It is a fresh allocation owned by the handler.
+	Body []byte
+
+	// Received is when the processor finished reading the frame. Kafka's
+	// request metrics (RequestQueueTimeMs, ...) start from this instant.
+	Received time.Time
+
+	// RemoteAddr and LocalAddr are the two ends of the connection. They are
+	// shared by every request of the connection: do not modify them.
+	RemoteAddr, LocalAddr net.Addr
+
+	// ConnID names the connection the Kafka way,
+	// "localHost:localPort-remoteHost:remotePort-index", unique per
+	// connection for the life of the server.
+	ConnID string
+
+	// from is the connection the request was read from; Respond hands the
+	// response to it (a reactor Processor's response queue, or the portable
+	// server's connection goroutine). Set once before the request is queued.
+	from responder
+
+	// responded is set by the first Respond; later calls are errors.
+	responded atomic.Bool
+}
+
+// responder is the way back from a handler to the connection a request came
+// from.
+type responder interface {
+	// respond queues resp for the connection. It never blocks on I/O and is
+	// safe from any goroutine; after the connection or the server closed, it
+	// drops resp and counts it in Stats.ResponsesDropped.
+	respond(r *Request, resp Response)
+	// logDuplicate reports a second Respond for one request.
+	logDuplicate(r *Request)
+}
+
+// Respond hands the response back to the processor that read the request.
+// Call it exactly once per request, from any goroutine, at any later time: a
+// long-poll Fetch answers hundreds of milliseconds later from a timer
+// goroutine (this is how a purgatory works in a later stage). Until Respond
+// is called the connection stays muted and reads no further requests.
+//
+// Respond never blocks. After the connection closed or the server shut down
+// it drops the response (counted in Stats.ResponsesDropped). A second call
+// for the same request is a bug: it is logged and ignored.
+//
+// After Respond the network layer owns resp.Sends: do not modify their
+// buffers, and keep their files open until the response is written (a
+// closed file closes the connection).
+func (r *Request) Respond(resp Response) {
+	if !r.responded.CompareAndSwap(false, true) {
+		if r.from != nil {
+			r.from.logDuplicate(r)
+		}
+		return
+	}
+	if r.from == nil { // a Request built by hand, e.g. in a handler's unit test
+		return
+	}
+	r.from.respond(r, resp)
+}
+
+// tryRespond is Respond without the duplicate report: the handler pool uses
+// it to close the connection of a request whose handler panicked, which may
+// or may not have responded already.
+func (r *Request) tryRespond(resp Response) {
+	if r.responded.CompareAndSwap(false, true) && r.from != nil {
+		r.from.respond(r, resp)
+	}
+}
+
+// A Response is what a handler hands back for one request.
+type Response struct {
+	// Sends are written in order, back to back. Usually the first one holds
+	// the size prefix and the response header.
+	Sends []Send
+
+	// NoResponse means the request needs no answer (Produce with acks=0):
+	// nothing is written and the connection is unmuted, so the processor
+	// reads the next request.
+	NoResponse bool
+
+	// Close closes the connection, after writing Sends if there are any
+	// (Kafka closes the connection when an acks=0 Produce fails, since it
+	// cannot answer it).
+	Close bool
+}
+
+// Handler handles requests. The RequestHandlerPool calls Handle from its
+// NumIOThreads goroutines, concurrently. Handle may return before responding
+// and call r.Respond later from another goroutine.
+type Handler interface {
+	Handle(r *Request)
+}
+
+// HandlerFunc adapts a function to the Handler interface.
+type HandlerFunc func(r *Request)
+
+// Handle calls f(r).
+func (f HandlerFunc) Handle(r *Request) { f(r) }

@@ -1,0 +1,103 @@
+package network
+
+import "sync/atomic"
+
+// Stats is a snapshot of a Server's counters. Counters only grow; the
+// fields marked "now" are gauges. Each counter is read atomically, but the
+// snapshot as a whole is not taken at one instant.
+type Stats struct {
+	OpenConnections     int64  // now: connections accepted and not yet closed
+	AcceptedConnections uint64 // connections accepted, including rejected ones
+	RejectedConnections uint64 // closed at accept because of MaxConnections
+
+	RequestsRead     uint64 // complete frames read and handed on
+	ResponsesSent    uint64 // responses written in full (Close with no Sends counts too)
+	NoResponses      uint64 // requests answered with Response.NoResponse
+	ResponsesDropped uint64 // requests whose response was never written: connection closed or server shut down first
+	InFlight         int64  // now: RequestsRead - ResponsesSent - NoResponses - ResponsesDropped
+	QueueDepth       int    // now: requests waiting in the RequestChannel
+
+	// BackPressure counts the times a request found the RequestChannel full
+	// and its processor (or portable connection) had to wait.
+	BackPressure uint64
+
+	BytesIn  uint64 // bytes read from sockets, size prefixes included
+	BytesOut uint64 // bytes written to sockets
+
+	ClosedByPeer     uint64 // the client closed (EOF or reset), including mid-frame
+	ClosedBadSize    uint64 // negative size prefix or larger than SocketRequestMaxBytes
+	ClosedIdle       uint64 // no bytes moved for ConnectionsMaxIdle
+	ClosedByResponse uint64 // a Response with Close
+	ClosedOnError    uint64 // another I/O error (a failed write, a file region that could not be read)
+	ClosedAtShutdown uint64 // closed by Shutdown
+}
+
+// counters are the Stats of one Processor, of the Acceptor, or of the
+// portable server. Every field is atomic: it is written by its owner and
+// read by Stats from any goroutine; responsesDropped is also written by
+// handlers (Respond after a close).
+type counters struct {
+	accepted, rejected              atomic.Uint64
+	requestsRead, responsesSent     atomic.Uint64
+	noResponses, responsesDropped   atomic.Uint64
+	backPressure                    atomic.Uint64
+	bytesIn, bytesOut               atomic.Uint64
+	closedByPeer, closedBadSize     atomic.Uint64
+	closedIdle, closedByResponse    atomic.Uint64
+	closedOnError, closedAtShutdown atomic.Uint64
+	_                               [64]byte // keep two Processors' counters off one cache line
+}
+
+// closeReason says why a connection was closed; it picks the counter and
+// the log level.
+type closeReason int
+
+const (
+	closedByPeer closeReason = iota
+	closedBadSize
+	closedIdle
+	closedByResponse
+	closedOnError
+	closedAtShutdown
+)
+
+func (r closeReason) String() string {
+	return [...]string{"closed by peer", "bad size prefix", "idle", "closed by response", "I/O error", "shutdown"}[r]
+}
+
+// countClose adds one to the counter of reason.
+func (c *counters) countClose(reason closeReason) {
+	switch reason {
+	case closedByPeer:
+		c.closedByPeer.Add(1)
+	case closedBadSize:
+		c.closedBadSize.Add(1)
+	case closedIdle:
+		c.closedIdle.Add(1)
+	case closedByResponse:
+		c.closedByResponse.Add(1)
+	case closedOnError:
+		c.closedOnError.Add(1)
+	case closedAtShutdown:
+		c.closedAtShutdown.Add(1)
+	}
+}
+
+// addTo adds c's counters to s.
+func (c *counters) addTo(s *Stats) {
+	s.AcceptedConnections += c.accepted.Load()
+	s.RejectedConnections += c.rejected.Load()
+	s.RequestsRead += c.requestsRead.Load()
+	s.ResponsesSent += c.responsesSent.Load()
+	s.NoResponses += c.noResponses.Load()
+	s.ResponsesDropped += c.responsesDropped.Load()
+	s.BackPressure += c.backPressure.Load()
+	s.BytesIn += c.bytesIn.Load()
+	s.BytesOut += c.bytesOut.Load()
+	s.ClosedByPeer += c.closedByPeer.Load()
+	s.ClosedBadSize += c.closedBadSize.Load()
+	s.ClosedIdle += c.closedIdle.Load()
+	s.ClosedByResponse += c.closedByResponse.Load()
+	s.ClosedOnError += c.closedOnError.Load()
+	s.ClosedAtShutdown += c.closedAtShutdown.Load()
+}
