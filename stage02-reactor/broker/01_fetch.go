@@ -1,0 +1,228 @@
+package broker
+
+import (
+	"errors"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kafkaworkbook/workbook/stage01-log/commitlog"
+	"github.com/kafkaworkbook/workbook/stage02-reactor/network"
+	"github.com/kafkaworkbook/workbook/stage02-reactor/protocol"
+)
+
+// Fetch (key 1), v4-v12. Consumers read records; the answer's records are
+// regions of the log files (commitlog.Region), framed by
+// protocol.FetchResponseSends without being copied into the message.
+//
+// A fetch is a long poll: when fewer than MinBytes are available the broker
+// holds the request up to MaxWaitMillis and answers as soon as an append
+// brings enough (stage 04 moves this into a purgatory).
+//
+// v4 adds isolation level and the last stable offset, v5 the log start
+// offset, v7 fetch sessions (KIP-227: we never create one, SessionID 0, so
+// every fetch is a full fetch), v9 the current leader epoch (KIP-320), v11
+// the rack for follower fetching, v12 is flexible. v13 names topics by ID.
+var fetchAPI = FetchAPI(nil)
+
+// FetchSource is what a fetch reads. The single broker of this stage reads
+// its store (StoreFetchSource); stage 03 plugs in a replica-aware source
+// (leaders only, followers up to the log end, consumers up to the high
+// watermark) and keeps everything else of this handler: sessions, byte
+// budgets, the long poll, the zero-copy framing.
+type FetchSource interface {
+	// ReadPartition fills out for one requested partition. remaining is
+	// what the response may still take; first says no partition has
+	// returned data yet, so this one may exceed the limits by its first
+	// batch (KIP-74). replicaID is -1 for consumers, a broker id for
+	// followers.
+	ReadPartition(replicaID int32, topic string, fp *kmsg.FetchRequestTopicPartition, first bool, remaining *int64, out *protocol.FetchPartition)
+	// Watch registers ch to be signalled when the partition may have more
+	// for this fetcher, and returns how to unregister it; nil if there is
+	// nothing to watch.
+	Watch(replicaID int32, topic string, partition int32, ch chan struct{}) (unwatch func())
+}
+
+// FetchAPI is the Fetch handler reading from src; nil means the broker's
+// own store.
+func FetchAPI(src FetchSource) API {
+	return API{Key: 1, MinVersion: protocol.FetchMinVersion, MaxVersion: protocol.FetchMaxVersion,
+		Handle: func(r *Request) {
+			s := src
+			if s == nil {
+				s = StoreFetchSource{r.Broker.store}
+			}
+			handleFetch(r, s)
+		}}
+}
+
+// leaderEpoch is the epoch of every partition on a single broker: the first
+// leader's, never bumped (stage 03 bumps it on each leader change).
+const leaderEpoch = 0
+
+func handleFetch(r *Request, src FetchSource) {
+	req := r.Body.(*kmsg.FetchRequest)
+	if req.SessionID != 0 {
+		// We hand out no sessions, so an incremental fetch names one we
+		// do not have; the client falls back to full fetches.
+		resp := &protocol.FetchResponse{ErrorCode: kerr.FetchSessionIDNotFound.Code}
+		r.RespondSends(protocol.FetchResponseSends(r.Header, resp))
+		return
+	}
+	resp, bytes, hasError := readFetch(req, src)
+	wait := time.Duration(req.MaxWaitMillis) * time.Millisecond
+	if bytes >= int64(req.MinBytes) || hasError || wait <= 0 {
+		r.RespondSends(protocol.FetchResponseSends(r.Header, resp))
+		return
+	}
+	delayFetch(r, req, src, wait)
+}
+
+// delayFetch waits, off the handler pool, for enough bytes, the deadline
+// or shutdown, then answers with a fresh read.
+func delayFetch(r *Request, req *kmsg.FetchRequest, src FetchSource, wait time.Duration) {
+	wake := make(chan struct{}, 1)
+	var unwatch []func()
+	for _, t := range req.Topics {
+		for _, fp := range t.Partitions {
+			if u := src.Watch(req.ReplicaID, t.Topic, fp.Partition, wake); u != nil {
+				unwatch = append(unwatch, u)
+			}
+		}
+	}
+	deadline := time.NewTimer(wait)
+	answer := func() {
+		resp, _, _ := readFetch(req, src)
+		r.RespondSends(protocol.FetchResponseSends(r.Header, resp))
+	}
+	r.Broker.Delay(func() {
+		defer deadline.Stop()
+		defer func() {
+			for _, u := range unwatch {
+				u()
+			}
+		}()
+		for {
+			select {
+			case <-wake:
+				resp, bytes, hasError := readFetch(req, src)
+				if bytes >= int64(req.MinBytes) || hasError {
+					r.RespondSends(protocol.FetchResponseSends(r.Header, resp))
+					return
+				}
+			case <-deadline.C:
+				answer()
+				return
+			case <-r.Broker.shutdown:
+				answer()
+				return
+			}
+		}
+	})
+}
+
+// readFetch reads every requested partition within the request's byte
+// budget, and reports the bytes read and whether any partition has an error
+// (errors answer at once, without waiting).
+func readFetch(req *kmsg.FetchRequest, src FetchSource) (resp *protocol.FetchResponse, bytes int64, hasError bool) {
+	resp = &protocol.FetchResponse{}
+	remaining := int64(req.MaxBytes)
+	for _, t := range req.Topics {
+		ft := protocol.FetchTopic{Topic: t.Topic}
+		for i := range t.Partitions {
+			fp := &t.Partitions[i]
+			out := protocol.FetchPartition{Partition: fp.Partition, HighWatermark: -1, LastStableOffset: -1,
+				LogStartOffset: -1, PreferredReadReplica: -1}
+			src.ReadPartition(req.ReplicaID, t.Topic, fp, bytes == 0, &remaining, &out)
+			if out.ErrorCode != 0 {
+				hasError = true
+			} else {
+				bytes += recordsLen(out.Records)
+			}
+			ft.Partitions = append(ft.Partitions, out)
+		}
+		resp.Topics = append(resp.Topics, ft)
+	}
+	return resp, bytes, hasError
+}
+
+// StoreFetchSource reads a single broker's store: every partition is led
+// here at epoch 0, and its high watermark is its log end offset.
+type StoreFetchSource struct{ Store *Store }
+
+func (s StoreFetchSource) ReadPartition(_ int32, topic string, fp *kmsg.FetchRequestTopicPartition, first bool, remaining *int64, out *protocol.FetchPartition) {
+	p, ok := s.Store.Partition(topic, fp.Partition)
+	switch {
+	case !ok:
+		out.ErrorCode = kerrUnknownTopicOrPartition
+	default:
+		if out.ErrorCode = CheckLeaderEpoch(fp.CurrentLeaderEpoch, leaderEpoch); out.ErrorCode == 0 {
+			end := p.Log.EndOffset()
+			out.ErrorCode = ReadPartition(p.Log, fp.FetchOffset, int64(fp.PartitionMaxBytes), remaining, first, end, end, out)
+		}
+	}
+}
+
+func (s StoreFetchSource) Watch(_ int32, topic string, partition int32, ch chan struct{}) func() {
+	p, ok := s.Store.Partition(topic, partition)
+	if !ok {
+		return nil
+	}
+	p.Appended.Watch(ch)
+	return func() { p.Appended.Unwatch(ch) }
+}
+
+// CheckLeaderEpoch compares the leader epoch a client believes in (KIP-320;
+// -1 when it does not say) with the partition's: a newer one means this
+// broker has not heard of the new leader yet, an older one that the client
+// has not.
+func CheckLeaderEpoch(clientEpoch, epoch int32) int16 {
+	switch {
+	case clientEpoch < 0 || clientEpoch == epoch:
+		return 0
+	case clientEpoch > epoch:
+		return kerr.UnknownLeaderEpoch.Code
+	default:
+		return kerr.FencedLeaderEpoch.Code
+	}
+}
+
+// ReadPartition fills out with the records of log from offset, below
+// maxOffset (the high watermark for consumers, the log end for followers),
+// taking at most partitionMax bytes and what *remaining of the response
+// allows. The first partition with data may exceed both by its first batch,
+// so that a reader is never stuck behind a batch bigger than its limits
+// (KIP-74); later ones are cut, possibly inside a batch, which readers drop.
+// highWatermark is what the response reports. It returns a Kafka error code.
+func ReadPartition(l *commitlog.Log, offset, partitionMax int64, remaining *int64, first bool, maxOffset, highWatermark int64, out *protocol.FetchPartition) int16 {
+	out.HighWatermark = highWatermark
+	out.LastStableOffset = highWatermark // no transactions: everything below the HW is stable
+	out.LogStartOffset = l.StartOffset()
+	limit := min(partitionMax, *remaining)
+	if limit <= 0 && !first {
+		return 0
+	}
+	region, err := l.ReadUpTo(offset, int(max(limit, 0)), maxOffset)
+	if errors.Is(err, commitlog.ErrOffsetOutOfRange) {
+		return kerrOffsetOutOfRange
+	}
+	if err != nil {
+		return kerrKafkaStorageError
+	}
+	if !first {
+		region.Size = min(region.Size, limit)
+	}
+	if region.Size > 0 {
+		out.Records = network.FileSend(region.File, region.Pos, region.Size)
+		*remaining -= region.Size
+	}
+	return 0
+}
+
+func recordsLen(s network.Send) int64 {
+	if s.File != nil {
+		return s.Len
+	}
+	return int64(len(s.Bytes))
+}

@@ -1,0 +1,27 @@
+package broker
+
+import "github.com/twmb/franz-go/pkg/kmsg"
+
+// ApiVersions (key 18), v0-v3. The client's first request: the broker
+// answers with every API it serves and the version range of each, taken
+// from the broker's API table, so it advertises exactly what is registered.
+// A version the broker does not know gets the same list in a v0 response
+// with UNSUPPORTED_VERSION (see Broker.Handle).
+//
+// v3 (KIP-511) is flexible and carries the client's software name; its
+// response header stays v0.
+var apiVersionsAPI = API{Key: 18, MinVersion: 0, MaxVersion: 3, Handle: handleApiVersions}
+
+func handleApiVersions(r *Request) {
+	r.Respond(r.Broker.apiVersionsResponse())
+}
+
+func (b *Broker) apiVersionsResponse() *kmsg.ApiVersionsResponse {
+	resp := kmsg.NewPtrApiVersionsResponse()
+	for _, api := range b.APIs() {
+		resp.ApiKeys = append(resp.ApiKeys, kmsg.ApiVersionsResponseApiKey{
+			ApiKey: api.Key, MinVersion: api.MinVersion, MaxVersion: api.MaxVersion,
+		})
+	}
+	return resp
+}

@@ -1,0 +1,28 @@
+package broker
+
+import (
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// DeleteTopics (key 20), v0-v5. Deleting a topic closes its partitions'
+// logs and removes their directories (renamed "-delete" first, so a crash
+// midway is finished at the next start). v4 is flexible, v5 adds an error
+// message; v6 names topics by ID.
+var deleteTopicsAPI = API{Key: 20, MinVersion: 0, MaxVersion: 5, Handle: handleDeleteTopics}
+
+func handleDeleteTopics(r *Request) {
+	req := r.Body.(*kmsg.DeleteTopicsRequest)
+	resp := kmsg.NewPtrDeleteTopicsResponse()
+	for _, name := range req.TopicNames {
+		st := kmsg.DeleteTopicsResponseTopic{Topic: kmsg.StringPtr(name)}
+		if len(r.Broker.store.TopicPartitions(name)) == 0 {
+			st.ErrorCode = kerrUnknownTopicOrPartition
+		} else if err := r.Broker.store.DeleteTopic(name); err != nil {
+			st.ErrorCode = kerrUnknownServerError
+			msg := err.Error()
+			st.ErrorMessage = &msg
+		}
+		resp.Topics = append(resp.Topics, st)
+	}
+	r.Respond(resp)
+}

@@ -1,0 +1,105 @@
+package broker
+
+import (
+	"errors"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kafkaworkbook/workbook/stage02-reactor/network"
+	"github.com/kafkaworkbook/workbook/stage02-reactor/protocol"
+)
+
+// API is one Kafka API the broker serves: its key, the versions it
+// implements (ApiVersions advertises exactly these) and its handler.
+type API struct {
+	Key        int16
+	MinVersion int16
+	MaxVersion int16
+	// Handle serves one request. It runs on a RequestHandlerPool goroutine
+	// and must answer exactly once, now or later (a long-poll fetch answers
+	// from a timer): with Respond, RespondSends or NoResponse.
+	Handle func(r *Request)
+}
+
+// Request is a parsed request and the means to answer it.
+type Request struct {
+	Header protocol.Header
+	Body   kmsg.Request // at Header.APIVersion
+	Broker *Broker
+	net    *network.Request
+}
+
+// Received is when the network layer finished reading the request.
+func (r *Request) Received() time.Time { return r.net.Received }
+
+// Respond encodes resp at the request's version and hands it to the
+// network layer.
+func (r *Request) Respond(resp kmsg.Response) {
+	resp.SetVersion(r.Header.APIVersion)
+	r.net.Respond(network.Response{Sends: []network.Send{network.BytesSend(protocol.AppendResponse(nil, r.Header, resp))}})
+}
+
+// RespondSends answers with an already framed response (a fetch whose
+// records are file regions).
+func (r *Request) RespondSends(sends []network.Send) {
+	r.net.Respond(network.Response{Sends: sends})
+}
+
+// NoResponse answers nothing and lets the connection read its next request
+// (Produce with acks=0).
+func (r *Request) NoResponse() { r.net.Respond(network.Response{NoResponse: true}) }
+
+// CloseConnection answers by closing the connection, as Kafka does for an
+// acks=0 produce that failed: the client has no other way to learn it.
+func (r *Request) CloseConnection() { r.net.Respond(network.Response{Close: true}) }
+
+// Register adds or replaces an API. Later stages build their broker from
+// this one by replacing handlers (Produce, Fetch, Metadata) and adding
+// their own. Call it before Start.
+func (b *Broker) Register(api API) { b.apis[api.Key] = api }
+
+// Unregister removes an API; ApiVersions stops advertising it.
+func (b *Broker) Unregister(key int16) { delete(b.apis, key) }
+
+// APIs lists the registered APIs by key.
+func (b *Broker) APIs() []API {
+	out := make([]API, 0, len(b.apis))
+	for k := int16(0); len(out) < len(b.apis); k++ {
+		if api, ok := b.apis[k]; ok {
+			out = append(out, api)
+		}
+	}
+	return out
+}
+
+// versions reports a key's registered versions, for the protocol parser.
+func (b *Broker) versions(key int16) (int16, int16, bool) {
+	api, ok := b.apis[key]
+	return api.MinVersion, api.MaxVersion, ok
+}
+
+// Handle is the network layer's handler: it parses a request and
+// dispatches it by API key.
+func (b *Broker) Handle(nr *network.Request) {
+	h, req, err := protocol.ParseRequest(nr.Body, b.versions)
+	switch {
+	case err == nil:
+		b.apis[h.APIKey].Handle(&Request{Header: h, Body: req, Broker: b, net: nr})
+	case errors.Is(err, protocol.ErrUnsupportedVersion) && h.APIKey == protocol.ApiVersionsKey:
+		// A client newer than the broker: answer in v0, which every
+		// client reads, with the error and what the broker does support
+		// (KIP-511). The client retries with a version from the list.
+		b.logger.Debug("unsupported ApiVersions version", "version", h.APIVersion, "conn", nr.ConnID)
+		resp := b.apiVersionsResponse()
+		resp.ErrorCode = kerrUnsupportedVersion
+		h.APIVersion, h.Flexible = 0, false
+		(&Request{Header: h, Broker: b, net: nr}).Respond(resp)
+	default:
+		// Kafka closes the connection on any other request it cannot read:
+		// it cannot know how the client would parse an answer.
+		b.logger.Info("closing connection after a request it cannot serve", "conn", nr.ConnID,
+			"remote", nr.RemoteAddr, "api_key", h.APIKey, "api_version", h.APIVersion, "err", err)
+		nr.Respond(network.Response{Close: true})
+	}
+}

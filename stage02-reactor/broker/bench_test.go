@@ -1,0 +1,116 @@
+package broker
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// BenchmarkProduceVsKfake is the chapter's produce figure: franz-go
+// producing 100-byte records with acks=1 to this broker (which writes to
+// disk) and to franz-go's in-memory kfake cluster, with identical client
+// settings, interleaved in chunks so both see the same machine. One op is
+// one record.
+//
+//	go test -run '^$' -bench ProduceVsKfake -benchtime 2000000x ./broker
+func BenchmarkProduceVsKfake(b *testing.B) {
+	for _, partitions := range []int32{1, 6} {
+		b.Run(fmt.Sprintf("partitions=%d", partitions), func(b *testing.B) {
+			ours := benchBroker(b)
+			fake, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(partitions, "bench"))
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer fake.Close()
+			createBenchTopic(b, ours, partitions)
+
+			clients := []*kgo.Client{benchProducer(b, ours.Addr().String()), benchProducer(b, fake.ListenAddrs()...)}
+			var elapsed [2]time.Duration
+			value := make([]byte, 100)
+			const chunk = 20_000
+			b.ResetTimer()
+			for done := 0; done < b.N; done += chunk {
+				n := min(chunk, b.N-done)
+				for i, cl := range clients {
+					start := time.Now()
+					produceN(b, cl, n, value)
+					elapsed[i] += time.Since(start)
+				}
+			}
+			b.StopTimer()
+			oursRate := float64(b.N) / elapsed[0].Seconds()
+			fakeRate := float64(b.N) / elapsed[1].Seconds()
+			b.ReportMetric(oursRate, "broker-rec/s")
+			b.ReportMetric(fakeRate, "kfake-rec/s")
+			b.ReportMetric(oursRate/fakeRate, "broker/kfake")
+			b.ReportMetric(0, "ns/op")
+		})
+	}
+}
+
+func benchBroker(b *testing.B) *Broker {
+	cfg, err := ParseConfig(map[string]string{
+		"listeners": "PLAINTEXT://127.0.0.1:0",
+		"log.dirs":  filepath.Join(b.TempDir(), "kafka-logs"),
+	}, quietLogger)
+	if err != nil {
+		b.Fatal(err)
+	}
+	br, err := New(cfg, Options{Logger: quietLogger})
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := br.Start(); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { br.Shutdown(context.Background()) })
+	return br
+}
+
+func createBenchTopic(b *testing.B, br *Broker, partitions int32) {
+	if _, err := br.Store().CreateTopic("bench", partitions, nil); err != nil {
+		b.Fatal(err)
+	}
+}
+
+// benchProducer is franz-go with acks=1 (which needs idempotence off) and
+// otherwise its defaults: linger 0, 16 KiB-ish batches per partition
+// (kgo's max batch bytes default is about 1 MB), snappy compression.
+func benchProducer(b *testing.B, seeds ...string) *kgo.Client {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.DefaultProduceTopic("bench"),
+		kgo.RequiredAcks(kgo.LeaderAck()), kgo.DisableIdempotentWrite(),
+		kgo.RecordPartitioner(kgo.RoundRobinPartitioner()))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(cl.Close)
+	return cl
+}
+
+func produceN(b *testing.B, cl *kgo.Client, n int, value []byte) {
+	ctx := context.Background()
+	failed := make(chan error, 1)
+	for range n {
+		cl.Produce(ctx, &kgo.Record{Value: value}, func(_ *kgo.Record, err error) {
+			if err != nil {
+				select {
+				case failed <- err:
+				default:
+				}
+			}
+		})
+	}
+	if err := cl.Flush(ctx); err != nil {
+		b.Fatal(err)
+	}
+	select {
+	case err := <-failed:
+		b.Fatal(err)
+	default:
+	}
+}

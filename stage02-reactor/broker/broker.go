@@ -1,0 +1,132 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"sync"
+
+	"github.com/kafkaworkbook/workbook/stage02-reactor/network"
+)
+
+// Broker is a single-node Kafka broker assembled from three parts: the
+// network server (package network), a table of API handlers keyed by API
+// key (one file per API in this package: 00_produce.go, 01_fetch.go, ...),
+// and a partition store over the stage 01 log. Later stages assemble their
+// own brokers from these parts.
+type Broker struct {
+	cfg    Config
+	logger *slog.Logger
+	store  *Store
+	server *network.Server
+	opts   Options
+	apis   map[int16]API // set up before Start; read-only afterwards
+
+	// shutdown is closed when Shutdown begins, so that waiting requests
+	// (long-poll fetches) answer at once instead of holding shutdown up.
+	shutdown     chan struct{}
+	shutdownOnce sync.Once
+	delayed      sync.WaitGroup // requests answering from their own goroutine
+}
+
+// Options are the parts of a broker that are not Kafka configuration.
+type Options struct {
+	Logger *slog.Logger // slog.Default if nil
+	// ServerFactory builds the network server; nil means network.NewServer
+	// (the epoll reactor on Linux). Benchmarks pass the portable one.
+	ServerFactory func(network.Config, network.Handler) (*network.Server, error)
+	// BeforeClose runs during Shutdown after the network has stopped and
+	// before the logs close: stage 03 stops its replica fetchers and writes
+	// its high watermark checkpoint there.
+	BeforeClose func() error
+}
+
+// New opens the broker's log directory and registers the APIs of this
+// stage. Nothing listens until Start.
+func New(cfg Config, opts Options) (*Broker, error) {
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	if opts.ServerFactory == nil {
+		opts.ServerFactory = network.NewServer
+	}
+	store, err := OpenStore(cfg.LogDir, cfg.BrokerID, cfg.Log, opts.Logger)
+	if err != nil {
+		return nil, err
+	}
+	b := &Broker{cfg: cfg, logger: opts.Logger, store: store, opts: opts, apis: map[int16]API{}, shutdown: make(chan struct{})}
+	for _, api := range []API{produceAPI, fetchAPI, listOffsetsAPI, metadataAPI, apiVersionsAPI, createTopicsAPI, deleteTopicsAPI} {
+		b.Register(api)
+	}
+	netCfg := cfg.Network
+	netCfg.Logger = opts.Logger
+	b.server, err = opts.ServerFactory(netCfg, network.HandlerFunc(b.Handle))
+	if err != nil {
+		store.Close()
+		return nil, fmt.Errorf("listen on %s: %w", cfg.Listener, err)
+	}
+	if b.cfg.AdvertisedPort == 0 {
+		// Listening on port 0 lets the kernel choose (tests, several
+		// brokers on one machine): advertise the port it chose.
+		if tcp, ok := b.server.Addr().(*net.TCPAddr); ok {
+			b.cfg.AdvertisedPort = int32(tcp.Port)
+		}
+	}
+	return b, nil
+}
+
+// Config is the broker's configuration.
+func (b *Broker) Config() Config { return b.cfg }
+
+// Store is the broker's partition store.
+func (b *Broker) Store() *Store { return b.store }
+
+// Logger is the broker's logger.
+func (b *Broker) Logger() *slog.Logger { return b.logger }
+
+// Addr is the address the broker listens on.
+func (b *Broker) Addr() net.Addr { return b.server.Addr() }
+
+// Start begins serving.
+func (b *Broker) Start() error {
+	if err := b.server.Start(); err != nil {
+		return err
+	}
+	b.logger.Info("broker ready", "broker.id", b.cfg.BrokerID, "listener", b.server.Addr().String(),
+		"advertised", fmt.Sprintf("%s:%d", b.cfg.AdvertisedHost, b.cfg.AdvertisedPort),
+		"log.dirs", b.cfg.LogDir, "cluster.id", b.store.ClusterID(), "topics", len(b.store.Topics()))
+	return nil
+}
+
+// ShuttingDown is closed when Shutdown begins.
+func (b *Broker) ShuttingDown() <-chan struct{} { return b.shutdown }
+
+// Delay runs f on its own goroutine for a request that answers later, and
+// lets Shutdown wait for it.
+func (b *Broker) Delay(f func()) {
+	b.delayed.Add(1)
+	go func() {
+		defer b.delayed.Done()
+		f()
+	}()
+}
+
+// Shutdown stops the broker cleanly: it stops accepting connections, wakes
+// waiting fetches so that they answer now, lets in-flight requests finish and
+// their responses go out, then closes the logs (which writes the
+// checkpoints and the clean-shutdown marker).
+func (b *Broker) Shutdown(ctx context.Context) error {
+	b.shutdownOnce.Do(func() { close(b.shutdown) })
+	err := b.server.Shutdown(ctx)
+	b.delayed.Wait()
+	if b.opts.BeforeClose != nil {
+		err = errors.Join(err, b.opts.BeforeClose())
+	}
+	err = errors.Join(err, b.store.Close())
+	if err == nil {
+		b.logger.Info("broker shut down cleanly", "broker.id", b.cfg.BrokerID)
+	}
+	return err
+}

@@ -1,0 +1,218 @@
+package broker
+
+import (
+	"fmt"
+	"log/slog"
+	"math"
+	"net"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/kafkaworkbook/workbook/stage01-log/commitlog"
+	"github.com/kafkaworkbook/workbook/stage02-reactor/network"
+)
+
+// Config is a broker's configuration, read from Kafka's broker keys.
+type Config struct {
+	BrokerID int32 // broker.id
+	// Listener is the address to listen on, from listeners
+	// ("PLAINTEXT://host:port"; only one PLAINTEXT listener).
+	Listener string
+	// AdvertisedHost and AdvertisedPort are what Metadata tells clients
+	// (advertised.listeners, defaulting to listeners).
+	AdvertisedHost string
+	AdvertisedPort int32
+	LogDir         string // log.dirs (or log.dir); one directory
+	// NumPartitions is num.partitions, for topics created without a count.
+	NumPartitions int32
+	// DefaultReplicationFactor is default.replication.factor.
+	DefaultReplicationFactor int16
+	AutoCreateTopics         bool  // auto.create.topics.enable
+	MessageMaxBytes          int32 // message.max.bytes: the largest batch accepted
+	Network                  network.Config
+	Log                      commitlog.ManagerConfig
+}
+
+// Ignored lists keys a Kafka server.properties carries that this stage
+// accepts but does not use yet (with the stage that does), so that Kafka's
+// own sample file starts a broker.
+var Ignored = map[string]string{
+	"zookeeper.connect":                        "stage 05",
+	"zookeeper.connection.timeout.ms":          "stage 05",
+	"zookeeper.session.timeout.ms":             "stage 05",
+	"num.recovery.threads.per.data.dir":        "recovery runs on one goroutine per log directory",
+	"offsets.topic.replication.factor":         "final (consumer groups)",
+	"transaction.state.log.replication.factor": "not built (transactions)",
+	"transaction.state.log.min.isr":            "not built (transactions)",
+	"group.initial.rebalance.delay.ms":         "final (consumer groups)",
+	"delete.topic.enable":                      "topics can always be deleted",
+}
+
+// brokerKeys parse into Config; each knows its key, Kafka's default and
+// where the value goes.
+type brokerKey struct {
+	name string
+	def  string
+	set  func(c *Config, v string) error
+}
+
+var brokerKeys = []brokerKey{
+	{"broker.id", "0", intKey(0, math.MaxInt32, func(c *Config, v int64) { c.BrokerID = int32(v) })},
+	// The workbook listens on loopback by default; Kafka's default listens
+	// on every interface.
+	{"listeners", "PLAINTEXT://127.0.0.1:9092", func(c *Config, v string) error {
+		host, port, err := parseListener(v)
+		c.Listener = net.JoinHostPort(host, strconv.Itoa(int(port)))
+		return err
+	}},
+	{"advertised.listeners", "", func(c *Config, v string) error {
+		if v == "" {
+			return nil
+		}
+		host, port, err := parseListener(v)
+		c.AdvertisedHost, c.AdvertisedPort = host, port
+		return err
+	}},
+	{"log.dirs", "/tmp/kafka-logs", func(c *Config, v string) error {
+		if strings.Contains(v, ",") {
+			return fmt.Errorf("more than one log directory is not supported")
+		}
+		c.LogDir = v
+		return nil
+	}},
+	{"num.partitions", "1", intKey(1, math.MaxInt32, func(c *Config, v int64) { c.NumPartitions = int32(v) })},
+	{"default.replication.factor", "1", intKey(1, math.MaxInt16, func(c *Config, v int64) { c.DefaultReplicationFactor = int16(v) })},
+	{"auto.create.topics.enable", "true", func(c *Config, v string) error {
+		b, err := strconv.ParseBool(v)
+		c.AutoCreateTopics = b
+		if err != nil {
+			return fmt.Errorf("not a boolean")
+		}
+		return nil
+	}},
+	{"message.max.bytes", "1048588", intKey(0, math.MaxInt32, func(c *Config, v int64) { c.MessageMaxBytes = int32(v) })},
+	{"num.network.threads", "3", intKey(1, 1024, func(c *Config, v int64) { c.Network.NumNetworkThreads = int(v) })},
+	{"num.io.threads", "8", intKey(1, 1024, func(c *Config, v int64) { c.Network.NumIOThreads = int(v) })},
+	{"queued.max.requests", "500", intKey(1, math.MaxInt32, func(c *Config, v int64) { c.Network.QueuedMaxRequests = int(v) })},
+	{"socket.request.max.bytes", "104857600", intKey(1, math.MaxInt32, func(c *Config, v int64) { c.Network.SocketRequestMaxBytes = int32(v) })},
+	{"socket.send.buffer.bytes", "102400", intKey(-1, math.MaxInt32, func(c *Config, v int64) { c.Network.SendBufferBytes = int(v) })},
+	{"socket.receive.buffer.bytes", "102400", intKey(-1, math.MaxInt32, func(c *Config, v int64) { c.Network.ReceiveBufferBytes = int(v) })},
+	{"connections.max.idle.ms", "600000", intKey(-1, math.MaxInt64, func(c *Config, v int64) {
+		c.Network.ConnectionsMaxIdle = time.Duration(v) * time.Millisecond
+	})},
+	{"max.connections", "2147483647", intKey(0, math.MaxInt32, func(c *Config, v int64) { c.Network.MaxConnections = int(v) })},
+}
+
+func intKey(min, max int64, set func(c *Config, v int64)) func(c *Config, v string) error {
+	return func(c *Config, v string) error {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil {
+			return fmt.Errorf("not a number")
+		}
+		if n < min || n > max {
+			return fmt.Errorf("value must be in [%d, %d]", min, max)
+		}
+		set(c, n)
+		return nil
+	}
+}
+
+// parseListener reads "PLAINTEXT://host:port".
+func parseListener(v string) (host string, port int32, err error) {
+	if strings.Contains(v, ",") {
+		return "", 0, fmt.Errorf("more than one listener is not supported")
+	}
+	rest, ok := strings.CutPrefix(v, "PLAINTEXT://")
+	if !ok {
+		return "", 0, fmt.Errorf("only PLAINTEXT://host:port listeners are supported")
+	}
+	h, p, err := net.SplitHostPort(rest)
+	if err != nil {
+		return "", 0, fmt.Errorf("not host:port: %v", err)
+	}
+	n, err := strconv.ParseUint(p, 10, 16)
+	if err != nil {
+		return "", 0, fmt.Errorf("bad port %q", p)
+	}
+	return h, int32(n), nil
+}
+
+// ParseConfig reads a broker's configuration from properties (a
+// server.properties file with its --override values applied). Every key
+// must be known: an unknown key or a bad value is an error that names it.
+// extra lists keys a later stage parses itself (stage 03's replica.*), so
+// that they count as known here.
+func ParseConfig(props map[string]string, logger *slog.Logger, extra ...string) (Config, error) {
+	c := Config{Network: network.DefaultConfig()}
+	if v, ok := props["log.dir"]; ok { // Kafka's older single-directory key
+		if _, both := props["log.dirs"]; !both {
+			props = withKey(props, "log.dirs", v)
+		}
+	}
+	known := map[string]bool{"log.dir": true}
+	for _, k := range extra {
+		known[k] = true
+	}
+	for _, k := range brokerKeys {
+		known[k.name] = true
+		v, ok := props[k.name]
+		if !ok {
+			v = k.def
+		}
+		if err := k.set(&c, v); err != nil {
+			return c, &commitlog.ConfigError{Key: k.name, Value: v, Reason: err.Error()}
+		}
+	}
+	if c.AdvertisedHost == "" {
+		host, port, _ := parseListener(propOr(props, "listeners", brokerKeys[1].def))
+		c.AdvertisedHost, c.AdvertisedPort = host, port
+	}
+	if c.AdvertisedHost == "" || c.AdvertisedHost == "0.0.0.0" {
+		return c, &commitlog.ConfigError{Key: "advertised.listeners", Value: props["advertised.listeners"],
+			Reason: "clients need a host to connect to: set advertised.listeners when listeners has no host"}
+	}
+	c.Network.Addr = c.Listener
+
+	logCfg, err := commitlog.ParseManagerConfig(props)
+	if err != nil {
+		return c, err
+	}
+	c.Log = logCfg
+	for _, k := range commitlog.BrokerKeys() {
+		known[k] = true
+	}
+
+	var unknown []string
+	for k := range props {
+		if why, ok := Ignored[k]; ok {
+			logger.Warn("configuration key not used by this stage", "key", k, "used_in", why)
+			continue
+		}
+		if !known[k] {
+			unknown = append(unknown, k)
+		}
+	}
+	if len(unknown) > 0 {
+		sort.Strings(unknown)
+		return c, &commitlog.ConfigError{Key: unknown[0], Value: props[unknown[0]], Reason: "unknown configuration key"}
+	}
+	return c, nil
+}
+
+func propOr(props map[string]string, key, def string) string {
+	if v, ok := props[key]; ok {
+		return v
+	}
+	return def
+}
+
+func withKey(props map[string]string, key, value string) map[string]string {
+	out := make(map[string]string, len(props)+1)
+	for k, v := range props {
+		out[k] = v
+	}
+	out[key] = value
+	return out
+}

@@ -1,0 +1,22 @@
+// Package broker is a single-node Kafka broker over the stage 01 log, served
+// by the stage 02 reactor (seed §3.1, §2.1.1).
+//
+// A Broker is assembled from three parts:
+//
+//	network.Server   Acceptor -> Processors -> RequestChannel -> RequestHandlerPool
+//	      |                                                        |
+//	      |  Broker.Handle: protocol.ParseRequest, then by API key  v
+//	API table        00_produce.go 01_fetch.go 02_list_offsets.go 03_metadata.go
+//	                 18_api_versions.go 19_create_topics.go 20_delete_topics.go
+//	      |
+//	Store            topics -> partitions -> commitlog.Log (one Manager per log dir)
+//
+// Each API lives in a file named after its key and starts with the versions
+// it serves and what they added. ApiVersions advertises exactly the API
+// table, so a later stage that registers a replacement handler (stage 03's
+// replica-aware Produce and Fetch) or a new API (OffsetForLeaderEpoch,
+// LeaderAndIsr) changes what clients see without touching this package.
+//
+// Configuration uses Kafka's broker keys, parsed by ParseConfig from a
+// server.properties file and --override values.
+package broker

@@ -1,0 +1,186 @@
+package broker
+
+import (
+	"context"
+	"encoding/binary"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kafkaworkbook/workbook/stage01-log/record"
+)
+
+func batchOf(t *testing.T, values ...string) []byte {
+	b := record.NewBatch(time.Now().UnixMilli())
+	for i, v := range values {
+		b.Records = append(b.Records, record.Record{OffsetDelta: int32(i), Value: []byte(v)})
+	}
+	out, err := record.AppendBatch(nil, b)
+	require.NoError(t, err)
+	return out
+}
+
+func TestProduceValidationFollowsKafkasLogValidator(t *testing.T) {
+	good := func() []byte { return batchOf(t, "a", "b") }
+	fixCRC := func(b []byte) []byte { binary.BigEndian.PutUint32(b[17:], record.Checksum(b)); return b }
+	tests := []struct {
+		name string
+		in   []byte
+		code int16
+	}{
+		{"valid", good(), 0},
+		{"two batches", append(good(), good()...), kerr.InvalidRecord.Code},
+		{"base offset not 0", func() []byte { b := good(); record.SetBaseOffset(b, 5); return b }(), kerr.InvalidRecord.Code},
+		{"magic 1", func() []byte { b := good(); b[16] = 1; return b }(), kerr.InvalidRecord.Code},
+		{"bad crc", func() []byte { b := good(); b[70] ^= 1; return b }(), kerr.CorruptMessage.Code},
+		{"truncated", good()[:40], kerr.CorruptMessage.Code},
+		{"count disagrees with offsets", func() []byte { b := good(); b[60] = 3; return fixCRC(b) }(), kerr.InvalidRecord.Code},
+		{"offset deltas out of order", func() []byte {
+			b := record.NewBatch(0, record.Record{OffsetDelta: 1, Value: []byte("x")}, record.Record{OffsetDelta: 0, Value: []byte("y")})
+			out, _ := record.AppendBatch(nil, b)
+			return out
+		}(), kerr.InvalidRecord.Code},
+		{"control batch", func() []byte { b := good(); b[22] |= 0x20; return fixCRC(b) }(), kerr.InvalidRecord.Code},
+		{"bigger than message.max.bytes", batchOf(t, string(make([]byte, 2000))), kerr.MessageTooLarge.Code},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			code, msg := ValidateProducedBatch(tt.in, 1000)
+			require.Equal(t, tt.code, code, msg)
+		})
+	}
+}
+
+func TestProduceErrorsAreKafkaCodes(t *testing.T) {
+	tb := startBroker(t)
+	tb.createTopic("t", 1)
+	require.Equal(t, kerr.UnknownTopicOrPartition.Code, produceRaw(t, tb, "t", 7, batchOf(t, "x")).ErrorCode)
+	require.Equal(t, kerr.UnknownTopicOrPartition.Code, produceRaw(t, tb, "nope", 0, batchOf(t, "x")).ErrorCode)
+
+	// Over a raw connection: a client library would not send acks=2.
+	c := tb.dial()
+	req := kmsg.NewPtrProduceRequest()
+	req.SetVersion(7)
+	req.Acks = 2
+	req.Topics = []kmsg.ProduceRequestTopic{{Topic: "t", Partitions: []kmsg.ProduceRequestTopicPartition{{Records: batchOf(t, "x")}}}}
+	c.send(req, 1)
+	_, body := c.receive()
+	resp := kmsg.NewPtrProduceResponse()
+	resp.SetVersion(7)
+	require.NoError(t, resp.ReadFrom(body))
+	require.Equal(t, kerr.InvalidRequiredAcks.Code, resp.Topics[0].Partitions[0].ErrorCode)
+}
+
+func TestAcksZeroGetsNoResponseAndAnErrorClosesTheConnection(t *testing.T) {
+	tb := startBroker(t)
+	tb.createTopic("fire-and-forget", 1)
+	c := tb.dial()
+	req := kmsg.NewPtrProduceRequest()
+	req.SetVersion(7)
+	req.Acks = 0
+	req.Topics = []kmsg.ProduceRequestTopic{{Topic: "fire-and-forget", Partitions: []kmsg.ProduceRequestTopicPartition{{Records: batchOf(t, "x")}}}}
+	c.send(req, 1)
+	c.send(kmsg.NewPtrApiVersionsRequest(), 2)
+	id, _ := c.receive()
+	require.Equal(t, int32(2), id, "the acks=0 produce had no response; the next request was served")
+	p, _ := tb.Store().Partition("fire-and-forget", 0)
+	require.Equal(t, int64(1), p.Log.EndOffset())
+
+	req.Topics[0].Partitions[0].Partition = 9 // unknown partition
+	c.send(req, 3)
+	require.True(t, c.closedByBroker(), "with acks=0 an error can only be signalled by closing")
+}
+
+func TestFetchLongPollAnswersWhenDataArrives(t *testing.T) {
+	tb := startBroker(t)
+	tb.createTopic("poll", 1)
+	c := tb.dial()
+	req := kmsg.NewPtrFetchRequest()
+	req.SetVersion(11)
+	req.MaxWaitMillis = 60_000 // far longer than the test's deadline
+	req.MinBytes = 1
+	req.MaxBytes = 1 << 20
+	fp := kmsg.NewFetchRequestTopicPartition()
+	fp.PartitionMaxBytes = 1 << 20
+	req.Topics = []kmsg.FetchRequestTopic{{Topic: "poll", Partitions: []kmsg.FetchRequestTopicPartition{fp}}}
+	c.send(req, 5)
+
+	// The fetch is now waiting in the broker. Produce:
+	produceRecords(t, tb.client(), "poll", 0, "wake up")
+
+	id, body := c.receive() // receive fails after 10 s, well before the 60 s max wait
+	require.Equal(t, int32(5), id)
+	resp := kmsg.NewPtrFetchResponse()
+	resp.SetVersion(11)
+	require.NoError(t, resp.ReadFrom(body))
+	p := resp.Topics[0].Partitions[0]
+	require.Zero(t, p.ErrorCode)
+	require.Equal(t, int64(1), p.HighWatermark)
+	h, err := record.Validate(p.RecordBatches)
+	require.NoError(t, err)
+	require.Equal(t, int32(1), h.NumRecords)
+}
+
+func TestFetchLongPollTimesOutEmpty(t *testing.T) {
+	tb := startBroker(t)
+	tb.createTopic("quiet", 1)
+	req := kmsg.NewPtrFetchRequest()
+	req.MaxWaitMillis = 50
+	req.MinBytes = 1
+	req.MaxBytes = 1 << 20
+	fp := kmsg.NewFetchRequestTopicPartition()
+	fp.PartitionMaxBytes = 1 << 20
+	req.Topics = []kmsg.FetchRequestTopic{{Topic: "quiet", Partitions: []kmsg.FetchRequestTopicPartition{fp}}}
+	resp, err := req.RequestWith(context.Background(), tb.client())
+	require.NoError(t, err)
+	require.Zero(t, resp.Topics[0].Partitions[0].ErrorCode)
+	require.Empty(t, resp.Topics[0].Partitions[0].RecordBatches)
+}
+
+func TestFetchOutOfRangeAndUnknownPartition(t *testing.T) {
+	tb := startBroker(t)
+	tb.createTopic("r", 1)
+	produceRecords(t, tb.client(), "r", 0, "a", "b")
+	req := kmsg.NewPtrFetchRequest()
+	req.MaxBytes = 1 << 20
+	fp := kmsg.NewFetchRequestTopicPartition()
+	fp.FetchOffset, fp.PartitionMaxBytes = 10, 1<<20
+	other := kmsg.NewFetchRequestTopicPartition()
+	other.Partition = 4
+	req.Topics = []kmsg.FetchRequestTopic{{Topic: "r", Partitions: []kmsg.FetchRequestTopicPartition{fp, other}}}
+	resp, err := req.RequestWith(context.Background(), tb.client())
+	require.NoError(t, err)
+	require.Equal(t, kerr.OffsetOutOfRange.Code, resp.Topics[0].Partitions[0].ErrorCode)
+	require.Equal(t, int64(2), resp.Topics[0].Partitions[0].HighWatermark)
+	require.Equal(t, kerr.UnknownTopicOrPartition.Code, resp.Topics[0].Partitions[1].ErrorCode)
+}
+
+func TestListOffsetsEarliestLatestAndByTimestamp(t *testing.T) {
+	tb := startBroker(t)
+	tb.createTopic("times", 1)
+	cl := tb.client()
+	base := time.Now().Add(-time.Hour)
+	for i := range 10 {
+		r := &kgo.Record{Topic: "times", Value: []byte("v"), Timestamp: base.Add(time.Duration(i) * time.Minute)}
+		require.NoError(t, cl.ProduceSync(context.Background(), r).FirstErr())
+	}
+	list := func(ts int64) kmsg.ListOffsetsResponseTopicPartition {
+		req := kmsg.NewPtrListOffsetsRequest()
+		rp := kmsg.NewListOffsetsRequestTopicPartition()
+		rp.Timestamp = ts
+		req.Topics = []kmsg.ListOffsetsRequestTopic{{Topic: "times", Partitions: []kmsg.ListOffsetsRequestTopicPartition{rp}}}
+		resp, err := req.RequestWith(context.Background(), cl)
+		require.NoError(t, err)
+		return resp.Topics[0].Partitions[0]
+	}
+	require.Equal(t, int64(0), list(-2).Offset)
+	require.Equal(t, int64(10), list(-1).Offset)
+	at := list(base.Add(4*time.Minute + time.Second).UnixMilli())
+	require.Equal(t, int64(5), at.Offset, "the first record at or after the time")
+	require.Equal(t, base.Add(5*time.Minute).UnixMilli(), at.Timestamp)
+	require.Equal(t, int64(-1), list(time.Now().Add(time.Hour).UnixMilli()).Offset, "nothing that new")
+}

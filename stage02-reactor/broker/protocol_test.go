@@ -1,0 +1,107 @@
+package broker
+
+import (
+	"context"
+	"encoding/binary"
+	"sync"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+func TestApiVersionsAdvertisesExactlyTheAPITable(t *testing.T) {
+	tb := startBroker(t)
+	resp, err := kmsg.NewPtrApiVersionsRequest().RequestWith(context.Background(), tb.client())
+	require.NoError(t, err)
+	require.Zero(t, resp.ErrorCode)
+	var got []kmsg.ApiVersionsResponseApiKey
+	for _, k := range resp.ApiKeys {
+		got = append(got, kmsg.ApiVersionsResponseApiKey{ApiKey: k.ApiKey, MinVersion: k.MinVersion, MaxVersion: k.MaxVersion})
+	}
+	require.Equal(t, []kmsg.ApiVersionsResponseApiKey{
+		{ApiKey: 0, MinVersion: 3, MaxVersion: 9},  // Produce
+		{ApiKey: 1, MinVersion: 4, MaxVersion: 12}, // Fetch
+		{ApiKey: 2, MinVersion: 1, MaxVersion: 6},  // ListOffsets
+		{ApiKey: 3, MinVersion: 1, MaxVersion: 9},  // Metadata
+		{ApiKey: 18, MinVersion: 0, MaxVersion: 3}, // ApiVersions
+		{ApiKey: 19, MinVersion: 0, MaxVersion: 5}, // CreateTopics
+		{ApiKey: 20, MinVersion: 0, MaxVersion: 5}, // DeleteTopics
+	}, got)
+}
+
+func TestUnsupportedApiVersionsVersionGetsV0ErrorWithTheList(t *testing.T) {
+	tb := startBroker(t)
+	c := tb.dial()
+	// ApiVersions v4 does not exist yet; a future client might send it.
+	req := kmsg.NewPtrApiVersionsRequest()
+	req.SetVersion(3)
+	frame := kmsg.NewRequestFormatter().AppendRequest(nil, req, 9)
+	binary.BigEndian.PutUint16(frame[6:], 4) // api_version field
+	c.write(frame)
+
+	id, body := c.receive()
+	require.Equal(t, int32(9), id)
+	resp := kmsg.NewPtrApiVersionsResponse()
+	resp.SetVersion(0)
+	require.NoError(t, resp.ReadFrom(body), "a v0 response, which any client can read")
+	require.Equal(t, kerr.UnsupportedVersion.Code, resp.ErrorCode)
+	require.NotEmpty(t, resp.ApiKeys)
+
+	// The connection stays open for the client's retry at a lower version.
+	req.SetVersion(2)
+	c.send(req, 10)
+	id, _ = c.receive()
+	require.Equal(t, int32(10), id)
+}
+
+func TestOnePipelinedConnectionGetsResponsesInOrder(t *testing.T) {
+	tb := startBroker(t)
+	c := tb.dial()
+	const n = 1000
+	var batch []byte
+	f := kmsg.NewRequestFormatter(kmsg.FormatterClientID("pipeliner"))
+	for i := range n {
+		req := kmsg.NewPtrMetadataRequest()
+		req.SetVersion(int16(1 + i%9)) // every Metadata version, flexible or not
+		req.Topics = []kmsg.MetadataRequestTopic{}
+		// AppendRequest writes the size at the start of its dst: frame
+		// each request on its own, then concatenate.
+		batch = append(batch, f.AppendRequest(nil, req, int32(1000+i))...)
+	}
+	c.write(batch) // all at once, without waiting for any answer
+	for i := range n {
+		id, body := c.receive()
+		require.Equal(t, int32(1000+i), id, "response %d", i)
+		v := int16(1 + i%9)
+		if v >= 9 {
+			body = body[1:] // response header v1: tags
+		}
+		resp := kmsg.NewPtrMetadataResponse()
+		resp.SetVersion(v)
+		require.NoError(t, resp.ReadFrom(body))
+		require.Len(t, resp.Brokers, 1)
+	}
+}
+
+func TestAThousandConcurrentConnectionsAreAllServed(t *testing.T) {
+	tb := startBroker(t)
+	conns := make([]*rawConn, 1000)
+	for i := range conns {
+		conns[i] = tb.dial()
+	}
+	var wg sync.WaitGroup
+	for i, c := range conns {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c.send(kmsg.NewPtrApiVersionsRequest(), int32(i))
+		}()
+	}
+	wg.Wait()
+	for i, c := range conns {
+		id, _ := c.receive()
+		require.Equal(t, int32(i), id)
+	}
+}
