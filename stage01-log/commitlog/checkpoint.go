@@ -58,12 +58,22 @@ func WriteCheckpoint(path string, entries []string) error {
 		b.WriteString(e)
 		b.WriteByte('\n')
 	}
+	if err := WriteFileAtomic(path, b.Bytes()); err != nil {
+		return fmt.Errorf("write checkpoint: %w", err)
+	}
+	return nil
+}
+
+// WriteFileAtomic replaces the file at path with data so that a crash
+// leaves either the old content or the new: it writes a temporary file,
+// fsyncs it, renames it over path and fsyncs the directory.
+func WriteFileAtomic(path string, data []byte) error {
 	tmp := path + ".tmp"
 	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
 	if err != nil {
-		return fmt.Errorf("write checkpoint: %w", err)
+		return err
 	}
-	_, err = f.Write(b.Bytes())
+	_, err = f.Write(data)
 	if err == nil {
 		err = f.Sync()
 	}
@@ -77,7 +87,8 @@ func WriteCheckpoint(path string, entries []string) error {
 		err = syncDir(filepath.Dir(path))
 	}
 	if err != nil {
-		return fmt.Errorf("write checkpoint %s: %w", path, err)
+		os.Remove(tmp)
+		return fmt.Errorf("write %s: %w", path, err)
 	}
 	return nil
 }
