@@ -329,7 +329,7 @@ func (l *Log) append(data []byte, assignOffsets bool, epoch *int32) (first, last
 
 	// Like Kafka, roll once for the whole append: a follower's append of
 	// several batches goes into one segment with one write.
-	if reason := l.activeSegment().shouldRoll(len(data), maxTimestamp, last, l.now()); reason != "" {
+	if reason := l.activeSegment().shouldRoll(len(data), maxTimestamp, last, l.now); reason != "" {
 		if err := l.roll(reason); err != nil {
 			return 0, 0, err
 		}

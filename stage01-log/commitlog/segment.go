@@ -434,7 +434,7 @@ func (s *segment) truncateTo(offset int64) (next int64, err error) {
 // shouldRoll reports why the active segment must be closed before a batch
 // of size bytes with the given max timestamp and last offset is appended,
 // or "" if it need not be.
-func (s *segment) shouldRoll(size int, maxTimestamp, lastOffset int64, now time.Time) string {
+func (s *segment) shouldRoll(size int, maxTimestamp, lastOffset int64, now func() time.Time) string {
 	switch {
 	case s.size == 0:
 		return "" // an empty segment takes any batch that fits in a segment at all
@@ -468,11 +468,12 @@ func (s *segment) loadRollingTimestamp() error {
 // measures it: the new batch's timestamp minus the first batch's, so that
 // producers sending old timestamps do not roll a segment per append; the
 // wall clock only when the segment holds no timestamp yet.
-func (s *segment) timeWaitedForRoll(now time.Time, batchTimestamp int64) time.Duration {
+// The clock is read only in that last case: appends do not pay for it.
+func (s *segment) timeWaitedForRoll(now func() time.Time, batchTimestamp int64) time.Duration {
 	if s.rollingBasedTimestamp >= 0 {
 		return time.Duration(batchTimestamp-s.rollingBasedTimestamp) * time.Millisecond
 	}
-	return now.Sub(s.created)
+	return now().Sub(s.created)
 }
 
 // onBecomeInactive is called when the segment stops being the active one:
