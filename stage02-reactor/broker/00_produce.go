@@ -82,21 +82,25 @@ func (b *Broker) producePartition(topic string, rp kmsg.ProduceRequestTopicParti
 
 // ValidateProducedBatch checks a producer's records as Kafka's
 // LogValidator does before anything is appended: exactly one batch, magic
-// 2, a CRC that matches, offsets starting at 0 and a record count that
-// agrees with them, no control batch, and at most maxBytes. For an
-// uncompressed batch every record is decoded and its offset delta checked;
-// compressed records are checked once stage 06 has the codecs. It returns a
-// Kafka error code and a message, or 0.
+// 2, offsets starting at 0 and a record count that agrees with them, no
+// control or transactional batch, and at most maxBytes. For an uncompressed
+// batch every record is decoded and its offset delta checked; compressed
+// records are checked once stage 06 has the codecs. The CRC is left to
+// Log.Append, which checks it before writing anything (and for followers'
+// appends too), so a produce request computes it once. It returns a Kafka
+// error code and a message, or 0.
 func ValidateProducedBatch(records []byte, maxBytes int32) (code int16, msg string) {
 	if len(records) > int(maxBytes) {
 		return kerrMessageTooLarge, fmt.Sprintf("batch of %d bytes is larger than message.max.bytes (%d)", len(records), maxBytes)
 	}
-	h, err := record.Validate(records)
+	h, err := record.ReadHeader(records)
 	switch {
 	case errors.Is(err, record.ErrBadMagic):
 		return kerrInvalidRecord, "produce requests from v3 on must hold magic 2 batches: " + err.Error()
 	case err != nil:
 		return kerrCorruptMessage, err.Error()
+	case h.Size() > len(records):
+		return kerrCorruptMessage, fmt.Sprintf("batch length says %d bytes, %d present", h.Size(), len(records))
 	case h.Size() != len(records):
 		return kerrInvalidRecord, fmt.Sprintf("produce requests must hold exactly one batch; %d bytes follow it", len(records)-h.Size())
 	case h.BaseOffset != 0:
@@ -121,7 +125,9 @@ func ValidateProducedBatch(records []byte, maxBytes int32) (code int16, msg stri
 		}
 	}
 	if err := it.Err(); err != nil {
-		return kerrInvalidRecord, err.Error()
+		// Undecodable records in a batch whose length and count agree:
+		// damage, which the CRC would name; Kafka reports it as corrupt.
+		return kerrCorruptMessage, err.Error()
 	}
 	return 0, ""
 }
