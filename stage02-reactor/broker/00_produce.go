@@ -67,7 +67,7 @@ func (b *Broker) producePartition(topic string, rp kmsg.ProduceRequestTopicParti
 		b.logger.Debug("refused produce batch", "partition", p.TopicPartition, "err", msg)
 		return
 	}
-	first, _, err := p.Log.Append(rp.Records)
+	first, _, err := p.Log.AppendAsLeader(rp.Records, leaderEpoch) // stamped, as a leader does
 	if err != nil {
 		sp.ErrorCode = AppendErrorCode(err)
 		msg := err.Error()

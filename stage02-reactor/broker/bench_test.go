@@ -9,7 +9,57 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kafkaworkbook/workbook/stage02-reactor/network"
+	"github.com/kafkaworkbook/workbook/stage02-reactor/network/loadgen"
 )
+
+// BenchmarkApiVersions is the chapter's small-request figure: ApiVersions
+// (v3, the first request of every client) against the broker with Kafka's
+// default num.network.threads=3 and num.io.threads=8, on the epoll reactor
+// and on the goroutine-per-connection server, at 1, 64 and 1024
+// connections, each a closed loop with one request in flight. The clients
+// share the machine's two cores with the broker.
+//
+//	go test -run '^$' -bench ApiVersions -count 3 ./broker
+func BenchmarkApiVersions(b *testing.B) {
+	servers := []struct {
+		name    string
+		factory func(network.Config, network.Handler) (*network.Server, error)
+	}{{"reactor", network.NewReactorServer}, {"portable", network.NewPortableServer}}
+	for _, conns := range []int{1, 64, 1024} {
+		for _, srv := range servers {
+			b.Run(fmt.Sprintf("conns=%d/%s", conns, srv.name), func(b *testing.B) {
+				br := benchBroker(b, srv.factory)
+				ctx := context.Background()
+				load, err := loadgen.Dial(ctx, loadgen.Config{Addr: br.Addr().String(), Conns: conns,
+					Requests: int64(b.N), MakeRequest: apiVersionsFrame})
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer load.Close()
+				b.ResetTimer()
+				res, err := load.Run(ctx)
+				b.StopTimer()
+				if err != nil {
+					b.Fatal(err)
+				}
+				b.ReportMetric(res.Rate(), "req/s")
+				b.ReportMetric(float64(res.P99.Microseconds()), "p99-µs")
+			})
+		}
+	}
+}
+
+var apiVersionsFormatter = kmsg.NewRequestFormatter(kmsg.FormatterClientID("loadgen"))
+
+// apiVersionsFrame is an ApiVersions v3 request without its size prefix.
+func apiVersionsFrame(corr int32) []byte {
+	req := kmsg.NewPtrApiVersionsRequest()
+	req.ClientSoftwareName, req.ClientSoftwareVersion = "loadgen", "1"
+	return apiVersionsFormatter.AppendRequest(nil, req, corr)[4:]
+}
 
 // BenchmarkProduceVsKfake is the chapter's produce figure: franz-go
 // producing 100-byte records with acks=1 to this broker (which writes to
@@ -21,7 +71,7 @@ import (
 func BenchmarkProduceVsKfake(b *testing.B) {
 	for _, partitions := range []int32{1, 6} {
 		b.Run(fmt.Sprintf("partitions=%d", partitions), func(b *testing.B) {
-			ours := benchBroker(b)
+			ours := benchBroker(b, nil)
 			fake, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(partitions, "bench"))
 			if err != nil {
 				b.Fatal(err)
@@ -53,7 +103,7 @@ func BenchmarkProduceVsKfake(b *testing.B) {
 	}
 }
 
-func benchBroker(b *testing.B) *Broker {
+func benchBroker(b *testing.B, factory func(network.Config, network.Handler) (*network.Server, error)) *Broker {
 	cfg, err := ParseConfig(map[string]string{
 		"listeners": "PLAINTEXT://127.0.0.1:0",
 		"log.dirs":  filepath.Join(b.TempDir(), "kafka-logs"),
@@ -61,7 +111,7 @@ func benchBroker(b *testing.B) *Broker {
 	if err != nil {
 		b.Fatal(err)
 	}
-	br, err := New(cfg, Options{Logger: quietLogger})
+	br, err := New(cfg, Options{Logger: quietLogger, ServerFactory: factory})
 	if err != nil {
 		b.Fatal(err)
 	}
