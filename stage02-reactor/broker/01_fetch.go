@@ -91,6 +91,10 @@ func delayFetch(r *Request, req *kmsg.FetchRequest, src FetchSource, wait time.D
 			}
 		}
 	}
+	// Records that arrived between the read that found too little and the
+	// Watch calls above signalled nobody: look once more before waiting,
+	// or the fetch would sleep out its max wait with data available.
+	wake <- struct{}{}
 	deadline := time.NewTimer(wait)
 	answer := func() {
 		resp, _, _ := readFetch(req, src)
