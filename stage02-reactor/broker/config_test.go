@@ -98,3 +98,15 @@ func TestLogDirBelongingToAnotherBrokerIsRefused(t *testing.T) {
 	require.ErrorContains(t, err, "belongs to broker.id 0, not 7")
 	tb.start() // for the cleanup's stop
 }
+
+func TestParseArgs(t *testing.T) {
+	props, err := ParseArgs([]string{"--override", "a=1", "--override=b = 2"})
+	require.NoError(t, err)
+	require.Equal(t, map[string]string{"a": "1", "b": "2"}, props)
+	_, err = ParseArgs([]string{"--override"})
+	require.Error(t, err)
+	_, err = ParseArgs([]string{"--overide", "a=1"})
+	require.ErrorContains(t, err, "unknown flag --overide")
+	_, err = ParseArgs([]string{"--override", "novalue"})
+	require.ErrorContains(t, err, "want key=value")
+}

@@ -10,15 +10,9 @@
 package main
 
 import (
-	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"os"
-	"os/signal"
-	"strings"
-	"syscall"
-	"time"
 
 	"github.com/kafkaworkbook/workbook/stage02-reactor/broker"
 )
@@ -32,7 +26,7 @@ func main() {
 }
 
 func run(args []string, logger *slog.Logger) error {
-	props, err := parseArgs(args)
+	props, err := broker.ParseArgs(args)
 	if err != nil {
 		return err
 	}
@@ -44,54 +38,5 @@ func run(args []string, logger *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	// Catch the signals before announcing readiness: a supervisor may send
-	// SIGTERM as soon as it sees the ready line.
-	stop := make(chan os.Signal, 1)
-	signal.Notify(stop, syscall.SIGTERM, syscall.SIGINT)
-	if err := b.Start(); err != nil {
-		return err
-	}
-	sig := <-stop
-	logger.Info("shutting down", "signal", sig.String())
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	return b.Shutdown(ctx)
-}
-
-// parseArgs reads an optional properties file and --override key=value
-// arguments (also accepted as --override=key=value), overrides last.
-func parseArgs(args []string) (map[string]string, error) {
-	props := map[string]string{}
-	var overrides []string
-	for i := 0; i < len(args); i++ {
-		a := args[i]
-		switch {
-		case a == "--override":
-			if i+1 >= len(args) {
-				return nil, errors.New("--override needs key=value")
-			}
-			i++
-			overrides = append(overrides, args[i])
-		case strings.HasPrefix(a, "--override="):
-			overrides = append(overrides, strings.TrimPrefix(a, "--override="))
-		case strings.HasPrefix(a, "-"):
-			return nil, fmt.Errorf("unknown flag %s; usage: broker [server.properties] [--override key=value]...", a)
-		default:
-			data, err := os.ReadFile(a)
-			if err != nil {
-				return nil, err
-			}
-			if props, err = broker.ParseProperties(string(data)); err != nil {
-				return nil, fmt.Errorf("%s: %w", a, err)
-			}
-		}
-	}
-	for _, o := range overrides {
-		k, v, ok := strings.Cut(o, "=")
-		if !ok || strings.TrimSpace(k) == "" {
-			return nil, fmt.Errorf("--override %q: want key=value", o)
-		}
-		props[strings.TrimSpace(k)] = strings.TrimSpace(v)
-	}
-	return props, nil
+	return broker.RunUntilSignal(logger, b.Start, b.Shutdown)
 }

@@ -78,15 +78,3 @@ func TestBadConfigStopsStartUpNamingTheKey(t *testing.T) {
 	require.Error(t, err)
 	require.Contains(t, string(out), `broker: invalid value "many" for configuration num.io.threads: not a number`)
 }
-
-func TestParseArgs(t *testing.T) {
-	props, err := parseArgs([]string{"--override", "a=1", "--override=b = 2"})
-	require.NoError(t, err)
-	require.Equal(t, map[string]string{"a": "1", "b": "2"}, props)
-	_, err = parseArgs([]string{"--override"})
-	require.Error(t, err)
-	_, err = parseArgs([]string{"--overide", "a=1"})
-	require.ErrorContains(t, err, "unknown flag --overide")
-	_, err = parseArgs([]string{"--override", "novalue"})
-	require.ErrorContains(t, err, "want key=value")
-}
