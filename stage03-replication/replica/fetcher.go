@@ -1,0 +1,346 @@
+package replica
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kafkaworkbook/workbook/stage01-log/commitlog"
+	"github.com/kafkaworkbook/workbook/stage02-reactor/protocol"
+)
+
+// fetchState is one partition's place in a fetcher.
+type fetchState struct {
+	p *Partition
+	// epoch is the leader epoch the partition follows; fetches name it, so
+	// the leader refuses them once a newer leader exists.
+	epoch int32
+	// truncating: before fetching, find where the log diverges from the
+	// leader's (OffsetForLeaderEpoch) and cut it there (KIP-101, KIP-279).
+	truncating bool
+	// delayedUntil: after an error, wait replica.fetch.backoff.ms.
+	delayedUntil time.Time
+}
+
+// fetcher is Kafka's ReplicaFetcherThread: one goroutine and one connection
+// per leader broker, fetching for every partition this broker follows
+// there. Fetches are long polls at the leader, which answers as soon as it
+// appends, so replication latency is not bounded by the poll timeout.
+type fetcher struct {
+	m        *Manager
+	leaderID int32
+	addr     string
+	logger   *slog.Logger
+
+	mu    sync.Mutex                               // guards parts
+	parts map[commitlog.TopicPartition]*fetchState // partitions fetched from this leader
+
+	wake   chan struct{}      // a partition was added
+	ctx    context.Context    // cancelled by shutdown, ending a fetch in flight
+	cancel context.CancelFunc //
+	done   chan struct{}      // closed when the loop has ended
+}
+
+func newFetcher(m *Manager, leaderID int32, addr string) *fetcher {
+	ctx, cancel := context.WithCancel(context.Background())
+	f := &fetcher{m: m, leaderID: leaderID, addr: addr, parts: map[commitlog.TopicPartition]*fetchState{},
+		logger: m.logger.With("fetcher", fmt.Sprintf("%d->%d", m.cfg.BrokerID, leaderID)),
+		wake:   make(chan struct{}, 1), ctx: ctx, cancel: cancel, done: make(chan struct{})}
+	go f.run()
+	return f
+}
+
+// add starts (or restarts, at a new epoch) fetching a partition; it
+// truncates first.
+func (f *fetcher) add(tp commitlog.TopicPartition, p *Partition, epoch int32) {
+	f.mu.Lock()
+	f.parts[tp] = &fetchState{p: p, epoch: epoch, truncating: true}
+	f.mu.Unlock()
+	select {
+	case f.wake <- struct{}{}:
+	default:
+	}
+}
+
+// remove stops fetching a partition and returns how many remain.
+func (f *fetcher) remove(tp commitlog.TopicPartition) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	delete(f.parts, tp)
+	return len(f.parts)
+}
+
+// shutdown stops the loop and waits for it.
+func (f *fetcher) shutdown() {
+	f.cancel()
+	<-f.done
+}
+
+// current reports whether s is still the state of tp: a response for a
+// partition that was removed or re-added meanwhile is dropped.
+func (f *fetcher) current(tp commitlog.TopicPartition, s *fetchState) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.parts[tp] == s
+}
+
+// snapshot returns the partitions ready to truncate and to fetch, and the
+// time the next delayed one becomes ready.
+func (f *fetcher) snapshot(now time.Time) (truncate, fetch map[commitlog.TopicPartition]*fetchState, next time.Time) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	truncate, fetch = map[commitlog.TopicPartition]*fetchState{}, map[commitlog.TopicPartition]*fetchState{}
+	for tp, s := range f.parts {
+		switch {
+		case now.Before(s.delayedUntil):
+			if next.IsZero() || s.delayedUntil.Before(next) {
+				next = s.delayedUntil
+			}
+		case s.truncating:
+			truncate[tp] = s
+		default:
+			fetch[tp] = s
+		}
+	}
+	return truncate, fetch, next
+}
+
+func (f *fetcher) delay(tp commitlog.TopicPartition, s *fetchState, err error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.parts[tp] == s {
+		s.delayedUntil = time.Now().Add(f.m.cfg.FetchBackoff)
+	}
+	f.logger.Info("partition fetch delayed", "partition", tp, "err", err, "backoff", f.m.cfg.FetchBackoff)
+}
+
+func (f *fetcher) run() {
+	defer close(f.done)
+	var client *protocol.Client
+	defer func() {
+		if client != nil {
+			client.Close()
+		}
+	}()
+	backoff := func(d time.Duration) bool {
+		t := time.NewTimer(d)
+		defer t.Stop()
+		select {
+		case <-f.ctx.Done():
+			return false
+		case <-f.wake:
+		case <-t.C:
+		}
+		return true
+	}
+	for f.ctx.Err() == nil {
+		truncate, fetch, next := f.snapshot(time.Now())
+		if len(truncate) == 0 && len(fetch) == 0 {
+			wait := time.Hour
+			if !next.IsZero() {
+				wait = time.Until(next)
+			}
+			if !backoff(wait) {
+				return
+			}
+			continue
+		}
+		if client == nil {
+			ctx, cancel := context.WithTimeout(f.ctx, 10*time.Second)
+			c, err := protocol.Dial(ctx, f.addr, fmt.Sprintf("replica-fetcher-%d", f.m.cfg.BrokerID))
+			cancel()
+			if err != nil {
+				f.logger.Info("cannot reach leader", "addr", f.addr, "err", err)
+				if !backoff(f.m.cfg.FetchBackoff) {
+					return
+				}
+				continue
+			}
+			client = c
+		}
+		var err error
+		if len(truncate) > 0 {
+			err = f.truncate(client, truncate)
+		} else {
+			err = f.fetch(client, fetch)
+		}
+		if err != nil {
+			if f.ctx.Err() != nil {
+				return
+			}
+			f.logger.Info("request to leader failed", "err", err)
+			client.Close()
+			client = nil
+			if !backoff(f.m.cfg.FetchBackoff) {
+				return
+			}
+		}
+	}
+}
+
+// truncate finds where each partition's log diverges from the leader's and
+// cuts it there (KIP-279): ask for the end of our latest epoch at the
+// leader; if the leader knows that epoch, truncate to its end (or keep our
+// log if it is shorter); if it answers with an older epoch, we truncate to
+// where that epoch ends on our side too and ask again; if it knows none,
+// fall back to the high watermark (KIP-101's predecessor rule).
+func (f *fetcher) truncate(client *protocol.Client, parts map[commitlog.TopicPartition]*fetchState) error {
+	req := kmsg.NewPtrOffsetForLeaderEpochRequest()
+	req.ReplicaID = f.m.cfg.BrokerID
+	byTopic := map[string]int{}
+	for tp, s := range parts {
+		epoch := s.p.Epochs.LatestEpoch()
+		if epoch == UndefinedEpoch {
+			// No epochs: an empty log, or one written before epochs.
+			f.finishTruncation(tp, s, s.p.HighWatermark(), true)
+			continue
+		}
+		i, ok := byTopic[tp.Topic]
+		if !ok {
+			i = len(req.Topics)
+			byTopic[tp.Topic] = i
+			req.Topics = append(req.Topics, kmsg.OffsetForLeaderEpochRequestTopic{Topic: tp.Topic})
+		}
+		rp := kmsg.NewOffsetForLeaderEpochRequestTopicPartition()
+		rp.Partition, rp.CurrentLeaderEpoch, rp.LeaderEpoch = tp.Partition, s.epoch, epoch
+		req.Topics[i].Partitions = append(req.Topics[i].Partitions, rp)
+	}
+	if len(req.Topics) == 0 {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(f.ctx, 30*time.Second)
+	defer cancel()
+	resp, err := client.Request(ctx, req)
+	if err != nil {
+		return err
+	}
+	for _, rt := range resp.(*kmsg.OffsetForLeaderEpochResponse).Topics {
+		for _, rp := range rt.Partitions {
+			tp := commitlog.TopicPartition{Topic: rt.Topic, Partition: rp.Partition}
+			s, ok := parts[tp]
+			if !ok || !f.current(tp, s) {
+				continue
+			}
+			if rp.ErrorCode != 0 {
+				f.delay(tp, s, kerr.ErrorForCode(rp.ErrorCode))
+				continue
+			}
+			leo := s.p.Log.EndOffset()
+			if rp.LeaderEpoch == UndefinedEpoch || rp.EndOffset == UndefinedOffset {
+				f.finishTruncation(tp, s, s.p.HighWatermark(), true)
+				continue
+			}
+			ourEpoch, ourEnd := s.p.Epochs.EndOffsetFor(rp.LeaderEpoch, leo)
+			if ourEpoch != rp.LeaderEpoch {
+				// We never had the leader's epoch: cut back to where our
+				// last epoch before it ends, and ask again for that one.
+				f.finishTruncation(tp, s, min(ourEnd, rp.EndOffset), false)
+				continue
+			}
+			f.finishTruncation(tp, s, min(rp.EndOffset, leo), true)
+		}
+	}
+	return nil
+}
+
+func (f *fetcher) finishTruncation(tp commitlog.TopicPartition, s *fetchState, offset int64, done bool) {
+	before := s.p.Log.EndOffset()
+	if offset < before {
+		if err := s.p.TruncateTo(offset); err != nil {
+			f.delay(tp, s, err)
+			return
+		}
+		f.logger.Info("truncated diverging log", "partition", tp, "from", before, "to", s.p.Log.EndOffset())
+	}
+	if done {
+		f.mu.Lock()
+		if f.parts[tp] == s {
+			s.truncating = false
+		}
+		f.mu.Unlock()
+	}
+}
+
+// fetch sends one Fetch for every ready partition, at each one's log end,
+// and appends what comes back.
+func (f *fetcher) fetch(client *protocol.Client, parts map[commitlog.TopicPartition]*fetchState) error {
+	cfg := f.m.cfg
+	req := kmsg.NewPtrFetchRequest()
+	req.ReplicaID = cfg.BrokerID
+	req.MaxWaitMillis = int32(cfg.FetchWaitMax / time.Millisecond)
+	req.MinBytes = cfg.FetchMinBytes
+	req.MaxBytes = cfg.FetchResponseMaxBytes
+	req.SessionEpoch = -1 // full fetches: no fetch session
+	offsets := map[commitlog.TopicPartition]int64{}
+	byTopic := map[string]int{}
+	for tp, s := range parts {
+		i, ok := byTopic[tp.Topic]
+		if !ok {
+			i = len(req.Topics)
+			byTopic[tp.Topic] = i
+			req.Topics = append(req.Topics, kmsg.FetchRequestTopic{Topic: tp.Topic})
+		}
+		fp := kmsg.NewFetchRequestTopicPartition()
+		offsets[tp] = s.p.Log.EndOffset()
+		fp.Partition, fp.FetchOffset, fp.CurrentLeaderEpoch = tp.Partition, offsets[tp], s.epoch
+		fp.LogStartOffset, fp.PartitionMaxBytes = s.p.Log.StartOffset(), cfg.FetchMaxBytes
+		req.Topics[i].Partitions = append(req.Topics[i].Partitions, fp)
+	}
+	// The leader holds the fetch up to FetchWaitMax; allow for that.
+	ctx, cancel := context.WithTimeout(f.ctx, cfg.FetchWaitMax+30*time.Second)
+	defer cancel()
+	resp, err := client.Request(ctx, req)
+	if err != nil {
+		return err
+	}
+	fr := resp.(*kmsg.FetchResponse)
+	if fr.ErrorCode != 0 {
+		return kerr.ErrorForCode(fr.ErrorCode)
+	}
+	for _, rt := range fr.Topics {
+		for _, rp := range rt.Partitions {
+			tp := commitlog.TopicPartition{Topic: rt.Topic, Partition: rp.Partition}
+			s, ok := parts[tp]
+			if !ok || !f.current(tp, s) || s.p.Log.EndOffset() != offsets[tp] {
+				continue // the partition changed hands or was truncated meanwhile
+			}
+			f.handlePartition(tp, s, &rp)
+		}
+	}
+	return nil
+}
+
+func (f *fetcher) handlePartition(tp commitlog.TopicPartition, s *fetchState, rp *kmsg.FetchResponseTopicPartition) {
+	switch err := kerr.ErrorForCode(rp.ErrorCode); {
+	case err == nil:
+		if _, err := s.p.AppendAsFollower(rp.RecordBatches, rp.HighWatermark); err != nil {
+			f.delay(tp, s, err)
+		}
+	case errors.Is(err, kerr.OffsetOutOfRange):
+		if leo := s.p.Log.EndOffset(); rp.LogStartOffset > leo {
+			// The leader deleted what we need: start over at its start.
+			f.logger.Warn("leader no longer has our next offset; starting over", "partition", tp,
+				"log_end", leo, "leader_log_start", rp.LogStartOffset)
+			if err := s.p.TruncateFullyAndStartAt(rp.LogStartOffset); err != nil {
+				f.delay(tp, s, err)
+			}
+			return
+		}
+		// We are ahead of the leader: find the divergence again.
+		f.mu.Lock()
+		if f.parts[tp] == s {
+			s.truncating = true
+		}
+		f.mu.Unlock()
+	default:
+		// NOT_LEADER_OR_FOLLOWER, FENCED_LEADER_EPOCH, UNKNOWN_LEADER_EPOCH:
+		// the leader moved or is moving; the controller will tell us.
+		f.delay(tp, s, err)
+	}
+}

@@ -1,0 +1,285 @@
+package replica
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"path/filepath"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/kafkaworkbook/workbook/stage01-log/commitlog"
+	"github.com/kafkaworkbook/workbook/stage02-reactor/broker"
+)
+
+// HighWatermarkCheckpointFile holds, in each log directory, the high
+// watermark of every partition (Kafka's replication-offset-checkpoint).
+const HighWatermarkCheckpointFile = "replication-offset-checkpoint"
+
+// ErrStaleController: a controller request from an older controller epoch
+// (Kafka's STALE_CONTROLLER_EPOCH): a controller that lost its office
+// without knowing it.
+var ErrStaleController = errors.New("replica: request from an older controller epoch")
+
+// Options are the parts of a Manager that are not Kafka configuration.
+type Options struct {
+	Quorum Quorum           // which followers count for the high watermark; AllReplicas if nil
+	Logger *slog.Logger     // slog.Default if nil
+	Now    func() time.Time // time.Now if nil
+}
+
+// Manager is Kafka's ReplicaManager: it holds this broker's replicas, turns
+// the controller's LeaderAndIsr and StopReplica requests into leaders and
+// followers, runs one fetcher per leader broker for its followers, and
+// checkpoints the high watermarks.
+type Manager struct {
+	cfg    Config
+	store  *broker.Store
+	opts   Options
+	logger *slog.Logger
+
+	mu              sync.Mutex
+	partitions      map[commitlog.TopicPartition]*Partition // Protected by mu.
+	controllerEpoch int32                                   // highest seen. Protected by mu.
+	fetchers        map[int32]*fetcher                      // by leader id. Protected by mu.
+	checkpointed    map[commitlog.TopicPartition]int64      // high watermarks read at start. Protected by mu.
+
+	stop chan struct{}
+	done sync.WaitGroup
+}
+
+// NewManager starts a replica manager over store. Partitions get roles only
+// when LeaderAndIsr arrives; until then their logs wait, as in Kafka after a
+// restart.
+func NewManager(cfg Config, store *broker.Store, opts Options) (*Manager, error) {
+	if opts.Quorum == nil {
+		opts.Quorum = AllReplicas{}
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	hws, err := commitlog.ReadOffsetCheckpoint(filepath.Join(store.Dir(), HighWatermarkCheckpointFile))
+	if err != nil {
+		return nil, err
+	}
+	m := &Manager{cfg: cfg, store: store, opts: opts, logger: opts.Logger.With("broker", cfg.BrokerID),
+		partitions: map[commitlog.TopicPartition]*Partition{}, fetchers: map[int32]*fetcher{},
+		checkpointed: hws, stop: make(chan struct{})}
+	m.done.Add(1)
+	go m.checkpointLoop()
+	return m, nil
+}
+
+// Config is the replication configuration.
+func (m *Manager) Config() Config { return m.cfg }
+
+// Partition returns this broker's replica of a partition, if it has one
+// with a role.
+func (m *Manager) Partition(topic string, partition int32) (*Partition, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	p, ok := m.partitions[commitlog.TopicPartition{Topic: topic, Partition: partition}]
+	return p, ok
+}
+
+// Partitions lists the replicas this broker holds, by topic and number.
+func (m *Manager) Partitions() []*Partition {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := make([]*Partition, 0, len(m.partitions))
+	for _, p := range m.partitions {
+		out = append(out, p)
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Topic != out[j].Topic {
+			return out[i].Topic < out[j].Topic
+		}
+		return out[i].TopicPartition.Partition < out[j].TopicPartition.Partition
+	})
+	return out
+}
+
+// ControllerEpoch is the highest controller epoch seen.
+func (m *Manager) ControllerEpoch() int32 {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.controllerEpoch
+}
+
+// CheckControllerEpoch records a controller request's epoch, refusing an
+// older one.
+func (m *Manager) CheckControllerEpoch(epoch int32) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.checkControllerEpochLocked(epoch)
+}
+
+func (m *Manager) checkControllerEpochLocked(epoch int32) error {
+	if epoch < m.controllerEpoch {
+		return fmt.Errorf("%w: %d, this broker has seen %d", ErrStaleController, epoch, m.controllerEpoch)
+	}
+	m.controllerEpoch = epoch
+	return nil
+}
+
+// LeaderAndIsr applies the controller's decisions: for each partition, this
+// broker becomes leader or follower at the given leader epoch. A state whose
+// leader epoch is not newer than the partition's is ignored (its error says
+// so), as Kafka does. leaders maps leader ids to "host:port". It returns an
+// error per partition, or ErrStaleController for the whole request.
+func (m *Manager) LeaderAndIsr(controllerEpoch int32, states map[commitlog.TopicPartition]LeaderAndIsrState, leaders map[int32]string) (map[commitlog.TopicPartition]error, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if err := m.checkControllerEpochLocked(controllerEpoch); err != nil {
+		return nil, err
+	}
+	results := map[commitlog.TopicPartition]error{}
+	for tp, s := range states {
+		p, err := m.partitionLocked(tp, s)
+		if err != nil {
+			results[tp] = err
+			continue
+		}
+		if s.Leader == m.cfg.BrokerID {
+			if err = p.MakeLeader(s); err == nil {
+				m.removeFetchLocked(tp)
+			}
+		} else if err = p.MakeFollower(s); err == nil {
+			m.removeFetchLocked(tp)
+			addr, ok := leaders[s.Leader]
+			if ok {
+				m.addFetchLocked(tp, p, s.Leader, s.LeaderEpoch, addr)
+			} else {
+				m.logger.Warn("follower of a leader with no address; not fetching", "partition", tp, "leader", s.Leader)
+			}
+		}
+		results[tp] = err
+	}
+	return results, nil
+}
+
+// partitionLocked returns the replica of tp, creating it (and its log) when
+// the controller assigns it here for the first time.
+func (m *Manager) partitionLocked(tp commitlog.TopicPartition, s LeaderAndIsrState) (*Partition, error) {
+	if p, ok := m.partitions[tp]; ok {
+		return p, nil
+	}
+	isReplica := false
+	for _, id := range s.Replicas {
+		isReplica = isReplica || id == m.cfg.BrokerID
+	}
+	if !isReplica {
+		return nil, fmt.Errorf("%w: %s replicas %v", ErrNotReplica, tp, s.Replicas)
+	}
+	bp, ok := m.store.Partition(tp.Topic, tp.Partition)
+	if !ok {
+		var err error
+		if bp, err = m.store.CreatePartition(tp); err != nil {
+			return nil, err
+		}
+	}
+	p, err := newPartition(bp, m.cfg.BrokerID, m.checkpointed[tp], m.opts.Quorum, m.opts.Logger, m.opts.Now)
+	if err != nil {
+		return nil, err
+	}
+	m.partitions[tp] = p
+	return p, nil
+}
+
+// StopReplica stops this broker's replicas of partitions, deleting their
+// logs if asked (when a partition moves away or its topic is deleted).
+func (m *Manager) StopReplica(controllerEpoch int32, tps []commitlog.TopicPartition, deleteLogs bool) (map[commitlog.TopicPartition]error, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if err := m.checkControllerEpochLocked(controllerEpoch); err != nil {
+		return nil, err
+	}
+	results := map[commitlog.TopicPartition]error{}
+	for _, tp := range tps {
+		m.removeFetchLocked(tp)
+		if p, ok := m.partitions[tp]; ok {
+			p.Stop()
+		}
+		if deleteLogs {
+			delete(m.partitions, tp)
+			delete(m.checkpointed, tp)
+			if _, ok := m.store.Partition(tp.Topic, tp.Partition); ok {
+				results[tp] = m.store.DeletePartition(tp)
+				continue
+			}
+		}
+		results[tp] = nil
+	}
+	return results, nil
+}
+
+func (m *Manager) addFetchLocked(tp commitlog.TopicPartition, p *Partition, leader, epoch int32, addr string) {
+	f, ok := m.fetchers[leader]
+	if ok && f.addr != addr { // the leader broker moved: start over
+		f.shutdown()
+		ok = false
+	}
+	if !ok {
+		f = newFetcher(m, leader, addr)
+		m.fetchers[leader] = f
+	}
+	f.add(tp, p, epoch)
+}
+
+func (m *Manager) removeFetchLocked(tp commitlog.TopicPartition) {
+	for id, f := range m.fetchers {
+		if f.remove(tp) == 0 {
+			f.shutdown()
+			delete(m.fetchers, id)
+		}
+	}
+}
+
+// CheckpointHighWatermarks writes every partition's high watermark.
+func (m *Manager) CheckpointHighWatermarks() error {
+	m.mu.Lock()
+	hws := make(map[commitlog.TopicPartition]int64, len(m.partitions)+len(m.checkpointed))
+	for tp, hw := range m.checkpointed {
+		if _, ok := m.store.Partition(tp.Topic, tp.Partition); ok {
+			hws[tp] = hw // a replica not yet told its role keeps its old value
+		}
+	}
+	for tp, p := range m.partitions {
+		hws[tp] = p.HighWatermark()
+	}
+	m.mu.Unlock()
+	return commitlog.WriteOffsetCheckpoint(filepath.Join(m.store.Dir(), HighWatermarkCheckpointFile), hws)
+}
+
+func (m *Manager) checkpointLoop() {
+	defer m.done.Done()
+	t := time.NewTicker(m.cfg.HighWatermarkCheckpointInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-m.stop:
+			return
+		case <-t.C:
+			if err := m.CheckpointHighWatermarks(); err != nil {
+				m.logger.Error("high watermark checkpoint", "err", err)
+			}
+		}
+	}
+}
+
+// Close stops the fetchers and writes the high watermarks.
+func (m *Manager) Close() error {
+	close(m.stop)
+	m.done.Wait()
+	m.mu.Lock()
+	for id, f := range m.fetchers {
+		f.shutdown()
+		delete(m.fetchers, id)
+	}
+	m.mu.Unlock()
+	return m.CheckpointHighWatermarks()
+}

@@ -1,0 +1,422 @@
+package replica
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/kafkaworkbook/workbook/stage01-log/commitlog"
+	"github.com/kafkaworkbook/workbook/stage01-log/record"
+	"github.com/kafkaworkbook/workbook/stage02-reactor/broker"
+)
+
+// Role is what this broker is for a partition.
+type Role int
+
+const (
+	None     Role = iota // not told yet (after a restart, before LeaderAndIsr)
+	Leader               // takes produce requests and serves fetches
+	Follower             // copies its leader's log
+)
+
+func (r Role) String() string { return [...]string{"none", "leader", "follower"}[r] }
+
+// Errors of replica operations, each matching a Kafka error code.
+var (
+	ErrNotLeader      = errors.New("replica: not the leader of this partition")
+	ErrStaleEpoch     = errors.New("replica: leader epoch is not newer than the current one")
+	ErrFencedEpoch    = errors.New("replica: the request's leader epoch is older than the partition's")
+	ErrUnknownEpoch   = errors.New("replica: the request's leader epoch is newer than the partition's")
+	ErrNotReplica     = errors.New("replica: this broker is not a replica of the partition")
+	ErrUnknownReplica = errors.New("replica: fetch from a broker that is not a replica")
+)
+
+// ErrorCode maps a replica error to Kafka's error code.
+func ErrorCode(err error) int16 {
+	switch {
+	case err == nil:
+		return 0
+	case errors.Is(err, ErrNotLeader):
+		return kerr.NotLeaderForPartition.Code
+	case errors.Is(err, ErrFencedEpoch):
+		return kerr.FencedLeaderEpoch.Code
+	case errors.Is(err, ErrUnknownEpoch):
+		return kerr.UnknownLeaderEpoch.Code
+	case errors.Is(err, ErrStaleEpoch):
+		return kerr.StaleControllerEpoch.Code
+	case errors.Is(err, ErrNotReplica), errors.Is(err, ErrUnknownReplica):
+		return kerr.UnknownTopicOrPartition.Code
+	case errors.Is(err, commitlog.ErrOffsetOutOfRange):
+		return kerr.OffsetOutOfRange.Code
+	}
+	return broker.AppendErrorCode(err)
+}
+
+// ReplicaState is what a leader knows of one follower, learned from its
+// fetches (Kafka's Replica).
+type ReplicaState struct {
+	// LogEndOffset is the follower's log end offset: the offset it last
+	// fetched from, since a follower fetches from its own end.
+	// Invariant: -1 until the follower has fetched from this leader.
+	LogEndOffset int64
+	// LastFetchTime is when that fetch arrived.
+	LastFetchTime time.Time
+	// LastCaughtUpTime is the last time the follower had everything the
+	// leader had (stage 04's ISR shrinks on it).
+	LastCaughtUpTime time.Time
+	// lastFetchLeaderLEO is the leader's log end at the previous fetch:
+	// a fetch that reaches it shows the follower was caught up then.
+	lastFetchLeaderLEO int64
+}
+
+// LeaderAndIsrState is one partition's state in a LeaderAndIsr request.
+type LeaderAndIsrState struct {
+	ControllerEpoch int32
+	Leader          int32
+	LeaderEpoch     int32
+	ISR             []int32
+	PartitionEpoch  int32 // the state znode's version (zkVersion)
+	Replicas        []int32
+}
+
+// Partition is this broker's replica of one partition (Kafka's
+// kafka.cluster.Partition): the stage 02 partition (its log and append
+// signal) plus what replication needs.
+type Partition struct {
+	*broker.Partition
+	Epochs  *LeaderEpochCache
+	localID int32
+	quorum  Quorum
+	logger  *slog.Logger
+	now     func() time.Time
+
+	// HWAdvanced is raised when the high watermark moves: consumers' long
+	// polls and acks=all producers wait on it.
+	HWAdvanced broker.Signal
+
+	mu              sync.RWMutex
+	role            Role                    // Protected by mu.
+	leaderID        int32                   // -1 if unknown. Protected by mu.
+	leaderEpoch     int32                   // -1 before the first LeaderAndIsr. Protected by mu.
+	partitionEpoch  int32                   // Protected by mu.
+	controllerEpoch int32                   // Protected by mu.
+	replicas        []int32                 // the assignment, in order. Protected by mu.
+	isr             []int32                 // as the controller last said (stage 04 maintains it). Protected by mu.
+	remotes         map[int32]*ReplicaState // leader only: each follower. Protected by mu.
+	// highWatermark: Invariant: never moves backwards while this broker
+	// leads, and never exceeds the log end offset. Protected by mu.
+	highWatermark int64
+}
+
+// newPartition wraps a stage 02 partition. hw is the high watermark from
+// the checkpoint, capped at the log end.
+func newPartition(p *broker.Partition, localID int32, hw int64, quorum Quorum, logger *slog.Logger, now func() time.Time) (*Partition, error) {
+	epochs, err := OpenLeaderEpochCache(p.Log.Dir())
+	if err != nil {
+		return nil, err
+	}
+	// The log may have been recovered shorter than the cache remembers.
+	if err := epochs.TruncateFromEnd(p.Log.EndOffset()); err != nil {
+		return nil, err
+	}
+	return &Partition{Partition: p, Epochs: epochs, localID: localID, quorum: quorum,
+		logger: logger.With("partition", p.TopicPartition.String()), now: now,
+		leaderID: -1, leaderEpoch: -1, highWatermark: min(hw, p.Log.EndOffset())}, nil
+}
+
+// Role is this broker's role for the partition.
+func (p *Partition) Role() Role {
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	return p.role
+}
+
+// Leader returns the leader's id and epoch as this broker knows them.
+func (p *Partition) Leader() (id, epoch int32) {
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	return p.leaderID, p.leaderEpoch
+}
+
+// Replicas returns the assignment and the ISR as the controller last said.
+func (p *Partition) Replicas() (replicas, isr []int32) {
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	return slices.Clone(p.replicas), slices.Clone(p.isr)
+}
+
+// HighWatermark is the partition's high watermark.
+func (p *Partition) HighWatermark() int64 {
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	return p.highWatermark
+}
+
+// Remote returns a copy of the leader's state for a follower.
+func (p *Partition) Remote(id int32) (ReplicaState, bool) {
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	r, ok := p.remotes[id]
+	if !ok {
+		return ReplicaState{}, false
+	}
+	return *r, true
+}
+
+// checkStateLocked refuses a LeaderAndIsr state that is not newer than
+// what the partition already has: Kafka ignores partition states whose
+// leader epoch is not greater than its own.
+func (p *Partition) checkStateLocked(s LeaderAndIsrState) error {
+	if p.role != None && s.LeaderEpoch <= p.leaderEpoch {
+		return fmt.Errorf("%w: %d, the partition is at %d", ErrStaleEpoch, s.LeaderEpoch, p.leaderEpoch)
+	}
+	if !slices.Contains(s.Replicas, p.localID) {
+		return fmt.Errorf("%w: %v", ErrNotReplica, s.Replicas)
+	}
+	return nil
+}
+
+func (p *Partition) applyStateLocked(s LeaderAndIsrState, role Role) {
+	p.role, p.leaderID, p.leaderEpoch = role, s.Leader, s.LeaderEpoch
+	p.partitionEpoch, p.controllerEpoch = s.PartitionEpoch, s.ControllerEpoch
+	p.replicas, p.isr = slices.Clone(s.Replicas), slices.Clone(s.ISR)
+}
+
+// MakeLeader makes this broker the partition's leader at s.LeaderEpoch. The
+// epoch starts at the log end offset: the first offset this leader will
+// assign (Kafka's maybeAssignEpochStartOffset). The followers' log end
+// offsets are unknown until they fetch.
+func (p *Partition) MakeLeader(s LeaderAndIsrState) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if err := p.checkStateLocked(s); err != nil {
+		return err
+	}
+	if err := p.Epochs.Assign(s.LeaderEpoch, p.Log.EndOffset()); err != nil {
+		return err
+	}
+	p.applyStateLocked(s, Leader)
+	now := p.now()
+	p.remotes = map[int32]*ReplicaState{}
+	for _, id := range s.Replicas {
+		if id != p.localID {
+			p.remotes[id] = &ReplicaState{LogEndOffset: -1, lastFetchLeaderLEO: -1, LastFetchTime: now, LastCaughtUpTime: now}
+		}
+	}
+	p.logger.Info("became leader", "epoch", s.LeaderEpoch, "replicas", s.Replicas, "log_end", p.Log.EndOffset(), "hw", p.highWatermark)
+	p.maybeIncrementHWLocked()
+	return nil
+}
+
+// MakeFollower makes this broker a follower of s.Leader at s.LeaderEpoch.
+// The caller (re)starts fetching, which first truncates by epoch.
+func (p *Partition) MakeFollower(s LeaderAndIsrState) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if err := p.checkStateLocked(s); err != nil {
+		return err
+	}
+	p.applyStateLocked(s, Follower)
+	p.remotes = nil
+	p.logger.Info("became follower", "leader", s.Leader, "epoch", s.LeaderEpoch, "log_end", p.Log.EndOffset(), "hw", p.highWatermark)
+	return nil
+}
+
+// Stop forgets the partition's role (StopReplica).
+func (p *Partition) Stop() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.role, p.remotes = None, nil
+}
+
+// checkLeaderLocked checks that this broker leads at the epoch a client
+// names (KIP-320; -1 names none).
+func (p *Partition) checkLeaderLocked(clientEpoch int32) error {
+	if p.role != Leader {
+		return ErrNotLeader
+	}
+	return checkEpoch(clientEpoch, p.leaderEpoch)
+}
+
+func checkEpoch(clientEpoch, epoch int32) error {
+	switch code := broker.CheckLeaderEpoch(clientEpoch, epoch); {
+	case code == kerr.FencedLeaderEpoch.Code:
+		return ErrFencedEpoch
+	case code == kerr.UnknownLeaderEpoch.Code:
+		return ErrUnknownEpoch
+	}
+	return nil
+}
+
+// AppendAsLeader appends a producer's batch, stamped with the leader epoch,
+// and returns its offsets. Followers are woken to fetch it.
+func (p *Partition) AppendAsLeader(batch []byte) (first, last int64, err error) {
+	p.mu.RLock()
+	if p.role != Leader {
+		p.mu.RUnlock()
+		return 0, 0, ErrNotLeader
+	}
+	// Appending under the read lock keeps a leader change (which takes
+	// the write lock) from interleaving with the append.
+	first, last, err = p.Log.AppendAsLeader(batch, p.leaderEpoch)
+	p.mu.RUnlock()
+	if err != nil {
+		return 0, 0, err
+	}
+	p.Appended.Notify()
+	p.mu.Lock()
+	p.maybeIncrementHWLocked() // a leader with no followers that count commits at once
+	p.mu.Unlock()
+	return first, last, nil
+}
+
+// UpdateFollowerFetchState records a follower's fetch at fetchOffset: its
+// log end offset is the offset it asks for. The high watermark may advance.
+func (p *Partition) UpdateFollowerFetchState(id int32, fetchOffset int64, clientEpoch int32) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if err := p.checkLeaderLocked(clientEpoch); err != nil {
+		return err
+	}
+	r, ok := p.remotes[id]
+	if !ok {
+		return fmt.Errorf("%w: broker %d, replicas %v", ErrUnknownReplica, id, p.replicas)
+	}
+	now, leaderLEO := p.now(), p.Log.EndOffset()
+	if fetchOffset > leaderLEO {
+		return fmt.Errorf("%w: follower %d fetches at %d, the leader ends at %d", commitlog.ErrOffsetOutOfRange, id, fetchOffset, leaderLEO)
+	}
+	// Kafka's rule for "caught up": it fetched at the leader's end, or at
+	// least up to where the leader ended at its previous fetch (it was
+	// caught up then).
+	if fetchOffset >= leaderLEO {
+		r.LastCaughtUpTime = now
+	} else if r.lastFetchLeaderLEO >= 0 && fetchOffset >= r.lastFetchLeaderLEO && r.LastFetchTime.After(r.LastCaughtUpTime) {
+		r.LastCaughtUpTime = r.LastFetchTime
+	}
+	r.LogEndOffset, r.LastFetchTime, r.lastFetchLeaderLEO = fetchOffset, now, leaderLEO
+	p.maybeIncrementHWLocked()
+	return nil
+}
+
+// maybeIncrementHWLocked recomputes the high watermark from the followers
+// that count and raises HWAdvanced if it moved.
+func (p *Partition) maybeIncrementHWLocked() {
+	if p.role != Leader {
+		return
+	}
+	var leos []int64
+	for _, id := range p.quorum.Counted(p) {
+		if r, ok := p.remotes[id]; ok {
+			leos = append(leos, r.LogEndOffset)
+		} else {
+			leos = append(leos, -1)
+		}
+	}
+	if hw := HighWatermark(p.Log.EndOffset(), leos); hw > p.highWatermark {
+		p.highWatermark = hw
+		p.HWAdvanced.Notify()
+	}
+}
+
+// CheckLeader checks that this broker leads at clientEpoch (-1: any).
+func (p *Partition) CheckLeader(clientEpoch int32) error {
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	return p.checkLeaderLocked(clientEpoch)
+}
+
+// EndOffsetForEpoch answers OffsetForLeaderEpoch as the leader: the largest
+// epoch <= epoch this log knows and where it ends.
+func (p *Partition) EndOffsetForEpoch(epoch, clientEpoch int32) (int32, int64, error) {
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	if err := p.checkLeaderLocked(clientEpoch); err != nil {
+		return 0, 0, err
+	}
+	e, end := p.Epochs.EndOffsetFor(epoch, p.Log.EndOffset())
+	return e, end, nil
+}
+
+// AppendAsFollower appends batches copied from the leader and takes the
+// leader's high watermark, bounded by its own log end. A partial batch at
+// the end of records (the leader's read stops at its byte limit) is left for
+// the next fetch. It returns the new log end offset.
+func (p *Partition) AppendAsFollower(records []byte, leaderHW int64) (int64, error) {
+	whole := wholeBatches(records)
+	if len(whole) > 0 {
+		if _, _, err := p.Log.AppendAsFollower(whole); err != nil {
+			return 0, err
+		}
+		// Each batch carries the epoch of the leader that appended it;
+		// the cache learns where each epoch starts from them.
+		for b := whole; len(b) > 0; {
+			h, err := record.ReadHeader(b)
+			if err != nil {
+				return 0, err
+			}
+			if err := p.Epochs.Assign(h.PartitionLeaderEpoch, h.BaseOffset); err != nil {
+				return 0, err
+			}
+			b = b[h.Size():]
+		}
+		p.Appended.Notify()
+	}
+	leo := p.Log.EndOffset()
+	p.mu.Lock()
+	if hw := min(leaderHW, leo); hw > p.highWatermark {
+		p.highWatermark = hw
+		p.HWAdvanced.Notify()
+	}
+	p.mu.Unlock()
+	return leo, nil
+}
+
+// wholeBatches returns the prefix of records made of whole batches.
+func wholeBatches(records []byte) []byte {
+	n := 0
+	for n < len(records) {
+		_, size, err := record.PeekSize(records[n:])
+		if err != nil || n+size > len(records) {
+			break
+		}
+		n += size
+	}
+	return records[:n]
+}
+
+// TruncateTo removes the log's tail from offset, with the epochs that
+// started there, as a follower does when its log diverged from its leader's.
+func (p *Partition) TruncateTo(offset int64) error {
+	end, err := p.Log.TruncateTo(offset)
+	if err != nil {
+		return err
+	}
+	if err := p.Epochs.TruncateFromEnd(end); err != nil {
+		return err
+	}
+	p.mu.Lock()
+	p.highWatermark = min(p.highWatermark, end)
+	p.mu.Unlock()
+	return nil
+}
+
+// TruncateFullyAndStartAt empties the log and restarts it at offset, when
+// the leader no longer has the offsets the follower needs.
+func (p *Partition) TruncateFullyAndStartAt(offset int64) error {
+	if err := p.Log.TruncateFullyAndStartAt(offset); err != nil {
+		return err
+	}
+	if err := p.Epochs.Clear(); err != nil {
+		return err
+	}
+	p.mu.Lock()
+	p.highWatermark = offset
+	p.mu.Unlock()
+	return nil
+}

@@ -1,0 +1,60 @@
+package server
+
+import (
+	"math"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kafkaworkbook/workbook/stage02-reactor/broker"
+	"github.com/kafkaworkbook/workbook/stage02-reactor/protocol"
+	"github.com/kafkaworkbook/workbook/stage03-replication/replica"
+)
+
+// Fetch (key 1): stage 02's handler (long poll, byte budgets, zero-copy
+// framing) over a replica-aware source. A fetch with replica_id >= 0 is a
+// follower's: it reports the follower's log end offset (its fetch offset),
+// which may advance the high watermark, and may read up to the leader's log
+// end. A consumer (replica_id -1) reads only below the high watermark, so it
+// never sees records that a leader change could still take back (§1.2).
+func (s *Server) fetchAPI() broker.API { return broker.FetchAPI(replicaSource{s}) }
+
+type replicaSource struct{ s *Server }
+
+func (src replicaSource) ReadPartition(replicaID int32, topic string, fp *kmsg.FetchRequestTopicPartition, first bool, remaining *int64, out *protocol.FetchPartition) {
+	p, ok := src.s.Replicas.Partition(topic, fp.Partition)
+	if !ok {
+		out.ErrorCode = src.s.missingPartitionCode(topic, fp.Partition)
+		return
+	}
+	maxOffset := int64(math.MaxInt64) // a follower reads to the log end
+	if replicaID >= 0 {
+		if err := p.UpdateFollowerFetchState(replicaID, fp.FetchOffset, fp.CurrentLeaderEpoch); err != nil {
+			out.ErrorCode = replica.ErrorCode(err)
+			out.LogStartOffset = p.Log.StartOffset()
+			return
+		}
+	} else if err := p.CheckLeader(fp.CurrentLeaderEpoch); err != nil {
+		out.ErrorCode = replica.ErrorCode(err)
+		return
+	}
+	hw := p.HighWatermark()
+	if replicaID < 0 {
+		maxOffset = hw
+	}
+	out.ErrorCode = broker.ReadPartition(p.Log, fp.FetchOffset, int64(fp.PartitionMaxBytes), remaining, first, maxOffset, hw, out)
+}
+
+// Watch wakes a follower's long poll on appends and a consumer's when the
+// high watermark moves, since that is when each has more to read.
+func (src replicaSource) Watch(replicaID int32, topic string, partition int32, ch chan struct{}) func() {
+	p, ok := src.s.Replicas.Partition(topic, partition)
+	if !ok {
+		return nil
+	}
+	sig := &p.HWAdvanced
+	if replicaID >= 0 {
+		sig = &p.Appended
+	}
+	sig.Watch(ch)
+	return func() { sig.Unwatch(ch) }
+}

@@ -1,0 +1,62 @@
+package server
+
+import (
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kafkaworkbook/workbook/stage02-reactor/broker"
+)
+
+// Metadata (key 3), v1-v9, answered from the metadata cache that the
+// controller's UpdateMetadata requests fill: every broker knows every
+// partition's leader, so a client may ask any broker. There is no automatic
+// topic creation: only the controller creates topics (stage 05).
+func (s *Server) metadataAPI() broker.API {
+	return broker.API{Key: 3, MinVersion: 1, MaxVersion: 9, Handle: s.handleMetadata}
+}
+
+func (s *Server) handleMetadata(r *broker.Request) {
+	req := r.Body.(*kmsg.MetadataRequest)
+	resp := kmsg.NewPtrMetadataResponse()
+	brokers := s.Metadata.Brokers()
+	if len(brokers) == 0 {
+		// Before the first UpdateMetadata a broker knows only itself.
+		brokers = []BrokerEndpoint{s.Endpoint()}
+	}
+	for _, b := range brokers {
+		resp.Brokers = append(resp.Brokers, kmsg.MetadataResponseBroker{NodeID: b.ID, Host: b.Host, Port: b.Port, Rack: b.Rack})
+	}
+	resp.ClusterID = kmsg.StringPtr(s.Store().ClusterID())
+	resp.ControllerID = s.Metadata.ControllerID()
+
+	var names []string
+	if req.Topics == nil {
+		names = s.Metadata.Topics()
+	}
+	for _, t := range req.Topics {
+		if t.Topic != nil {
+			names = append(names, *t.Topic)
+		}
+	}
+	for _, name := range names {
+		mt := kmsg.MetadataResponseTopic{Topic: kmsg.StringPtr(name)}
+		parts := s.Metadata.Partitions(name)
+		if parts == nil {
+			mt.ErrorCode = kerr.UnknownTopicOrPartition.Code
+		}
+		for id := int32(0); int(id) < len(parts); id++ {
+			pm, ok := parts[id]
+			if !ok {
+				continue
+			}
+			mp := kmsg.MetadataResponseTopicPartition{Partition: id, Leader: pm.Leader, LeaderEpoch: pm.LeaderEpoch,
+				Replicas: pm.Replicas, ISR: pm.ISR, OfflineReplicas: pm.OfflineReplicas}
+			if pm.Leader < 0 {
+				mp.ErrorCode = kerr.LeaderNotAvailable.Code
+			}
+			mt.Partitions = append(mt.Partitions, mp)
+		}
+		resp.Topics = append(resp.Topics, mt)
+	}
+	r.Respond(resp)
+}

@@ -1,0 +1,28 @@
+package server
+
+import (
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kafkaworkbook/workbook/stage02-reactor/broker"
+)
+
+// UpdateMetadata (key 6), v0-v6: the controller tells every broker the
+// state of every partition and which brokers are alive; clients' Metadata
+// requests are answered from it. v1 lists each broker's endpoints, v2 its
+// rack, v3 listener names, v4 offline replicas, v5 groups partitions by
+// topic and adds the broker epoch, v6 is flexible.
+func (s *Server) updateMetadataAPI() broker.API {
+	return broker.API{Key: 6, MinVersion: 0, MaxVersion: 6, Handle: s.handleUpdateMetadata}
+}
+
+func (s *Server) handleUpdateMetadata(r *broker.Request) {
+	req := r.Body.(*kmsg.UpdateMetadataRequest)
+	resp := kmsg.NewPtrUpdateMetadataResponse()
+	if err := s.Replicas.CheckControllerEpoch(req.ControllerEpoch); err != nil {
+		resp.ErrorCode = kerr.StaleControllerEpoch.Code
+	} else {
+		s.Metadata.update(req)
+	}
+	r.Respond(resp)
+}

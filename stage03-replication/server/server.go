@@ -1,0 +1,86 @@
+package server
+
+import (
+	"context"
+	"log/slog"
+	"net"
+
+	"github.com/kafkaworkbook/workbook/stage02-reactor/broker"
+	"github.com/kafkaworkbook/workbook/stage03-replication/replica"
+)
+
+// Config is the configuration of a replicating broker: stage 02's broker
+// keys and the replica.* keys.
+type Config struct {
+	Broker  broker.Config
+	Replica replica.Config
+}
+
+// ParseConfig reads a broker's configuration; every key must be known.
+func ParseConfig(props map[string]string, logger *slog.Logger) (Config, error) {
+	b, err := broker.ParseConfig(props, logger, replica.Keys()...)
+	if err != nil {
+		return Config{}, err
+	}
+	r, err := replica.ParseConfig(b.BrokerID, props)
+	return Config{Broker: b, Replica: r}, err
+}
+
+// Options are the parts of a server that are not Kafka configuration.
+type Options struct {
+	Logger *slog.Logger
+	// Quorum is which followers count for the high watermark; nil counts
+	// every replica (stage 04 passes the ISR).
+	Quorum replica.Quorum
+}
+
+// Server is a broker that replicates: stage 02's broker with the handlers
+// of this package and a replica manager.
+type Server struct {
+	*broker.Broker
+	Replicas *replica.Manager
+	Metadata *MetadataCache
+}
+
+// New builds a server; nothing listens until Start.
+func New(cfg Config, opts Options) (*Server, error) {
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	s := &Server{Metadata: newMetadataCache()}
+	var err error
+	s.Broker, err = broker.New(cfg.Broker, broker.Options{Logger: opts.Logger, BeforeClose: func() error {
+		return s.Replicas.Close()
+	}})
+	if err != nil {
+		return nil, err
+	}
+	s.Replicas, err = replica.NewManager(cfg.Replica, s.Store(), replica.Options{Quorum: opts.Quorum, Logger: opts.Logger})
+	if err != nil {
+		s.Broker.Shutdown(context.Background())
+		return nil, err
+	}
+	s.Unregister(19) // CreateTopics: the controller's job from stage 05
+	s.Unregister(20) // DeleteTopics: likewise
+	for _, api := range []broker.API{
+		s.produceAPI(), s.fetchAPI(), s.listOffsetsAPI(), s.metadataAPI(),
+		s.leaderAndIsrAPI(), s.stopReplicaAPI(), s.updateMetadataAPI(), s.offsetForLeaderEpochAPI(),
+	} {
+		s.Register(api)
+	}
+	return s, nil
+}
+
+// ID is the broker's id.
+func (s *Server) ID() int32 { return s.Config().BrokerID }
+
+// Endpoint is how other brokers and clients reach this one.
+func (s *Server) Endpoint() BrokerEndpoint {
+	c := s.Config()
+	return BrokerEndpoint{ID: c.BrokerID, Host: c.AdvertisedHost, Port: c.AdvertisedPort}
+}
+
+// HostPort is the advertised "host:port".
+func (e BrokerEndpoint) HostPort() string {
+	return net.JoinHostPort(e.Host, itoa(e.Port))
+}
