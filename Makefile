@@ -18,7 +18,7 @@ BENCHFLAGS ?= -run '^$$' -benchmem -count=1
 	stage01 stage02 stage03 stage04 stage05 stage06 final
 
 help:
-	@echo "make run       the course's demo (for now: the stage 01 log demo)"
+	@echo "make run       the course's main demo: a three-broker cluster replicating (stage 03)"
 	@echo "make test      every stage's tests (sets up what is missing first)"
 	@echo "make stageNN   one stage's tests, e.g. make stage01"
 	@echo "make lint      gofmt and go vet over every module"
@@ -26,8 +26,12 @@ help:
 	@echo "make fuzz      run each fuzz target for FUZZTIME (default 1m)"
 	@echo "make images    build the container images (ZooKeeper, brokers)"
 
+# Three brokers on 127.0.0.1:19092-19094 and the stage 03 controller: produce,
+# move the leader, stop and restart a broker, show each replica's state.
+# Drop -script for the interactive version.
+RUN_SCRIPT ?= produce 5; wait; state; leader 0 1; produce 3; wait; state; stop 1; start 1; produce 2; wait; state
 run:
-	$(GO) run ./stage01-log/cmd/logdemo
+	$(GO) run ./stage03-replication/cmd/cluster -script "$(RUN_SCRIPT)"
 
 test: deps-test $(MODULES:%=test-%)
 
