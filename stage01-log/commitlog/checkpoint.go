@@ -3,6 +3,7 @@ package commitlog
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"errors"
 	"fmt"
 	"os"
@@ -31,6 +32,14 @@ type TopicPartition struct {
 }
 
 func (tp TopicPartition) String() string { return fmt.Sprintf("%s-%d", tp.Topic, tp.Partition) }
+
+// Compare orders partitions by topic, then number, for slices.SortFunc.
+func (tp TopicPartition) Compare(other TopicPartition) int {
+	if c := strings.Compare(tp.Topic, other.Topic); c != 0 {
+		return c
+	}
+	return cmp.Compare(tp.Partition, other.Partition)
+}
 
 // ParseTopicPartition reads a log directory name. The topic is everything
 // before the last '-' (topic names may contain '-').

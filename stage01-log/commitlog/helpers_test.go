@@ -135,3 +135,33 @@ func segmentFiles(t *testing.T, dir string) []string {
 	}
 	return names
 }
+
+// batchAt reads the header of the batch that holds offset.
+func (l *Log) batchAt(offset int64) (record.BatchHeader, error) {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	i := l.segmentIndexFor(offset)
+	if i < 0 {
+		return record.BatchHeader{}, ErrOffsetOutOfRange
+	}
+	_, h, found, err := l.segments[i].translateOffset(offset)
+	if err == nil && !found {
+		err = ErrOffsetOutOfRange
+	}
+	return h, err
+}
+
+// loadedSegments counts segments whose files are open and mapped.
+func (l *Log) loadedSegments() int {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	n := 0
+	for _, s := range l.segments {
+		s.loadMu.Lock()
+		if s.loaded {
+			n++
+		}
+		s.loadMu.Unlock()
+	}
+	return n
+}

@@ -6,7 +6,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"sort"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -172,12 +172,7 @@ func (m *Manager) Partitions() []TopicPartition {
 	for tp := range m.logs {
 		out = append(out, tp)
 	}
-	sort.Slice(out, func(i, j int) bool {
-		if out[i].Topic != out[j].Topic {
-			return out[i].Topic < out[j].Topic
-		}
-		return out[i].Partition < out[j].Partition
-	})
+	slices.SortFunc(out, TopicPartition.Compare)
 	return out
 }
 

@@ -5,8 +5,6 @@ import (
 	"io"
 	"math"
 	"os"
-
-	"github.com/kafkaworkbook/workbook/stage01-log/record"
 )
 
 // Region is a byte range of a segment file: what a read returns instead of
@@ -234,35 +232,4 @@ func (l *Log) truncateFullyLocked(offset int64) error {
 	l.segments = []*segment{s}
 	l.nextOffset, l.logStartOffset, l.recoveryPoint = offset, offset, offset
 	return nil
-}
-
-// batchAt reads the header of the batch that holds offset; for tests and
-// tools that want to look at what Read points to.
-func (l *Log) batchAt(offset int64) (record.BatchHeader, error) {
-	l.mu.RLock()
-	defer l.mu.RUnlock()
-	i := l.segmentIndexFor(offset)
-	if i < 0 {
-		return record.BatchHeader{}, ErrOffsetOutOfRange
-	}
-	_, h, found, err := l.segments[i].translateOffset(offset)
-	if err == nil && !found {
-		err = ErrOffsetOutOfRange
-	}
-	return h, err
-}
-
-// loadedSegments counts segments whose files are open and mapped.
-func (l *Log) loadedSegments() int {
-	l.mu.RLock()
-	defer l.mu.RUnlock()
-	n := 0
-	for _, s := range l.segments {
-		s.loadMu.Lock()
-		if s.loaded {
-			n++
-		}
-		s.loadMu.Unlock()
-	}
-	return n
 }

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"path/filepath"
-	"sort"
+	"slices"
 	"sync"
 	"time"
 
@@ -94,12 +94,7 @@ func (m *Manager) Partitions() []*Partition {
 	for _, p := range m.partitions {
 		out = append(out, p)
 	}
-	sort.Slice(out, func(i, j int) bool {
-		if out[i].Topic != out[j].Topic {
-			return out[i].Topic < out[j].Topic
-		}
-		return out[i].TopicPartition.Partition < out[j].TopicPartition.Partition
-	})
+	slices.SortFunc(out, func(a, b *Partition) int { return a.TopicPartition.Compare(b.TopicPartition) })
 	return out
 }
 
