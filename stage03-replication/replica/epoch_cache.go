@@ -94,6 +94,11 @@ func (c *LeaderEpochCache) LatestEpoch() int32 {
 // longer start before startOffset are removed first: they came from a
 // leader whose batches were truncated away.
 func (c *LeaderEpochCache) Assign(epoch int32, startOffset int64) error {
+	// Leaders call this on every append: the common case (an epoch already
+	// known) takes only the read lock.
+	if epoch <= c.LatestEpoch() {
+		return nil
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if n := len(c.entries); n > 0 && epoch <= c.entries[n-1].Epoch {
@@ -107,22 +112,35 @@ func (c *LeaderEpochCache) Assign(epoch int32, startOffset int64) error {
 	return c.flushLocked()
 }
 
-// EndOffsetFor answers OffsetForLeaderEpoch: the largest epoch the cache
-// knows that is <= requested, and where it ends: the start of the next
-// epoch, or logEndOffset if it is the newest. A requested epoch older than
-// every entry gets (UndefinedEpoch, UndefinedOffset).
+// EndOffsetFor answers OffsetForLeaderEpoch as Kafka's
+// LeaderEpochFileCache.endOffsetFor does:
+//
+//   - the newest epoch: it ends at logEndOffset;
+//   - an older epoch: the largest epoch <= requested the cache knows, ending
+//     where the next epoch starts;
+//   - an epoch older than every entry: the requested epoch itself, ending
+//     where the first entry starts (nothing of it can be in this log);
+//   - an epoch newer than the newest, or an empty cache: (UndefinedEpoch,
+//     UndefinedOffset).
 func (c *LeaderEpochCache) EndOffsetFor(requested int32, logEndOffset int64) (epoch int32, endOffset int64) {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
-	// i is the first entry with an epoch greater than requested.
-	i := sort.Search(len(c.entries), func(i int) bool { return c.entries[i].Epoch > requested })
-	if i == 0 {
+	n := len(c.entries)
+	switch {
+	case requested == UndefinedEpoch || n == 0:
 		return UndefinedEpoch, UndefinedOffset
+	case requested == c.entries[n-1].Epoch:
+		return requested, logEndOffset
 	}
-	if i == len(c.entries) {
-		return c.entries[i-1].Epoch, logEndOffset
+	// higher is the first entry with an epoch greater than requested.
+	higher := sort.Search(n, func(i int) bool { return c.entries[i].Epoch > requested })
+	switch {
+	case higher == n:
+		return UndefinedEpoch, UndefinedOffset
+	case higher == 0:
+		return requested, c.entries[0].StartOffset
 	}
-	return c.entries[i-1].Epoch, c.entries[i].StartOffset
+	return c.entries[higher-1].Epoch, c.entries[higher].StartOffset
 }
 
 // TruncateFromEnd removes what the cache knows at or after endOffset, when

@@ -23,15 +23,29 @@ func TestEpochCacheAnswersOffsetForLeaderEpoch(t *testing.T) {
 		{0, 0, 120},
 		{1, 0, 120}, // epoch 1 never appended: the answer is the epoch below it
 		{2, 2, 300},
-		{3, 3, leo}, // the newest epoch ends at the log end
-		{9, 3, leo},
-		{-1, UndefinedEpoch, UndefinedOffset},
+		{3, 3, leo},                           // the newest epoch ends at the log end
+		{9, UndefinedEpoch, UndefinedOffset},  // newer than anything this log has seen
+		{-1, UndefinedEpoch, UndefinedOffset}, // no epoch asked
 	}
 	for _, tt := range tests {
 		epoch, end := c.EndOffsetFor(tt.asked, leo)
 		require.Equal(t, tt.epoch, epoch, "asked %d", tt.asked)
 		require.Equal(t, tt.endOffset, end, "asked %d", tt.asked)
 	}
+}
+
+func TestEpochCacheAnswersForAnEpochOlderThanItsFirst(t *testing.T) {
+	// A leader whose log was rebuilt at epoch 2 from offset 0 is asked about
+	// epoch 0: nothing of epoch 0 is in its log, which "ends" at 0.
+	c, err := OpenLeaderEpochCache(t.TempDir())
+	require.NoError(t, err)
+	require.NoError(t, c.Assign(2, 0))
+	epoch, end := c.EndOffsetFor(0, 3)
+	require.Equal(t, []int64{0, 0}, []int64{int64(epoch), end})
+	empty, err := OpenLeaderEpochCache(t.TempDir())
+	require.NoError(t, err)
+	epoch, end = empty.EndOffsetFor(0, 0)
+	require.Equal(t, []int64{int64(UndefinedEpoch), UndefinedOffset}, []int64{int64(epoch), end})
 }
 
 func TestEpochCacheIgnoresOlderEpochsAndDropsTruncatedOnes(t *testing.T) {

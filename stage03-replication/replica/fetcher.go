@@ -41,6 +41,12 @@ type fetcher struct {
 	mu    sync.Mutex                               // guards parts
 	parts map[commitlog.TopicPartition]*fetchState // partitions fetched from this leader
 
+	// applyMu is held while a response is checked against parts and
+	// applied to a partition (append, truncation). remove takes it too, so
+	// once remove returns no response from this leader can still land on
+	// the removed partition (Kafka's partitionMapLock).
+	applyMu sync.Mutex
+
 	wake   chan struct{}      // a partition was added
 	ctx    context.Context    // cancelled by shutdown, ending a fetch in flight
 	cancel context.CancelFunc //
@@ -68,12 +74,40 @@ func (f *fetcher) add(tp commitlog.TopicPartition, p *Partition, epoch int32) {
 	}
 }
 
-// remove stops fetching a partition and returns how many remain.
+// remove stops fetching a partition and returns how many remain. It waits
+// for a response being applied to finish.
 func (f *fetcher) remove(tp commitlog.TopicPartition) int {
 	f.mu.Lock()
-	defer f.mu.Unlock()
 	delete(f.parts, tp)
-	return len(f.parts)
+	n := len(f.parts)
+	f.mu.Unlock()
+	f.applyMu.Lock() // after mu: appliers take applyMu, then mu
+	f.applyMu.Unlock()
+	return n
+}
+
+// states returns the partitions and their epochs, for moving them to
+// another fetcher.
+func (f *fetcher) states() map[commitlog.TopicPartition]*fetchState {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	out := make(map[commitlog.TopicPartition]*fetchState, len(f.parts))
+	for tp, s := range f.parts {
+		out[tp] = s
+	}
+	return out
+}
+
+// apply runs fn, which changes tp's log, if s is still tp's state; it
+// holds applyMu so that remove cannot pass it. It reports whether fn ran.
+func (f *fetcher) apply(tp commitlog.TopicPartition, s *fetchState, fn func()) bool {
+	f.applyMu.Lock()
+	defer f.applyMu.Unlock()
+	if !f.current(tp, s) {
+		return false
+	}
+	fn()
+	return true
 }
 
 // shutdown stops the loop and waits for it.
@@ -198,7 +232,7 @@ func (f *fetcher) truncate(client *protocol.Client, parts map[commitlog.TopicPar
 		epoch := s.p.Epochs.LatestEpoch()
 		if epoch == UndefinedEpoch {
 			// No epochs: an empty log, or one written before epochs.
-			f.finishTruncation(tp, s, s.p.HighWatermark(), true)
+			f.apply(tp, s, func() { f.finishTruncation(tp, s, s.p.HighWatermark(), true) })
 			continue
 		}
 		i, ok := byTopic[tp.Topic]
@@ -224,31 +258,40 @@ func (f *fetcher) truncate(client *protocol.Client, parts map[commitlog.TopicPar
 		for _, rp := range rt.Partitions {
 			tp := commitlog.TopicPartition{Topic: rt.Topic, Partition: rp.Partition}
 			s, ok := parts[tp]
-			if !ok || !f.current(tp, s) {
+			if !ok {
 				continue
 			}
-			if rp.ErrorCode != 0 {
-				f.delay(tp, s, kerr.ErrorForCode(rp.ErrorCode))
-				continue
-			}
-			leo := s.p.Log.EndOffset()
-			if rp.LeaderEpoch == UndefinedEpoch || rp.EndOffset == UndefinedOffset {
-				f.finishTruncation(tp, s, s.p.HighWatermark(), true)
-				continue
-			}
-			ourEpoch, ourEnd := s.p.Epochs.EndOffsetFor(rp.LeaderEpoch, leo)
-			if ourEpoch != rp.LeaderEpoch {
-				// We never had the leader's epoch: cut back to where our
-				// last epoch before it ends, and ask again for that one.
-				f.finishTruncation(tp, s, min(ourEnd, rp.EndOffset), false)
-				continue
-			}
-			f.finishTruncation(tp, s, min(rp.EndOffset, leo), true)
+			f.apply(tp, s, func() { f.truncateFromAnswer(tp, s, &rp) })
 		}
 	}
 	return nil
 }
 
+// truncateFromAnswer applies the leader's OffsetForLeaderEpoch answer.
+func (f *fetcher) truncateFromAnswer(tp commitlog.TopicPartition, s *fetchState, rp *kmsg.OffsetForLeaderEpochResponseTopicPartition) {
+	if rp.ErrorCode != 0 {
+		f.delay(tp, s, kerr.ErrorForCode(rp.ErrorCode))
+		return
+	}
+	leo := s.p.Log.EndOffset()
+	if rp.LeaderEpoch == UndefinedEpoch || rp.EndOffset == UndefinedOffset {
+		f.finishTruncation(tp, s, s.p.HighWatermark(), true)
+		return
+	}
+	ourEpoch, ourEnd := s.p.Epochs.EndOffsetFor(rp.LeaderEpoch, leo)
+	if ourEpoch != rp.LeaderEpoch {
+		// We never had the leader's epoch: cut back to where our last
+		// epoch before it ends, and ask again for that one (KIP-279).
+		f.finishTruncation(tp, s, min(ourEnd, rp.EndOffset), false)
+		return
+	}
+	// Both have the epoch: the logs agree up to where it ends on the side
+	// where it ends first.
+	f.finishTruncation(tp, s, min(ourEnd, rp.EndOffset, leo), true)
+}
+
+// finishTruncation cuts the log at offset; done ends the truncation phase.
+// Called from apply.
 func (f *fetcher) finishTruncation(tp commitlog.TopicPartition, s *fetchState, offset int64, done bool) {
 	before := s.p.Log.EndOffset()
 	if offset < before {
@@ -303,20 +346,69 @@ func (f *fetcher) fetch(client *protocol.Client, parts map[commitlog.TopicPartit
 	if fr.ErrorCode != 0 {
 		return kerr.ErrorForCode(fr.ErrorCode)
 	}
+	var ahead []commitlog.TopicPartition
 	for _, rt := range fr.Topics {
 		for _, rp := range rt.Partitions {
 			tp := commitlog.TopicPartition{Topic: rt.Topic, Partition: rp.Partition}
 			s, ok := parts[tp]
-			if !ok || !f.current(tp, s) || s.p.Log.EndOffset() != offsets[tp] {
-				continue // the partition changed hands or was truncated meanwhile
+			if !ok {
+				continue
 			}
-			f.handlePartition(tp, s, &rp)
+			f.apply(tp, s, func() {
+				if s.p.Log.EndOffset() != offsets[tp] {
+					return // truncated meanwhile: this answer is for an old position
+				}
+				if f.handlePartition(tp, s, &rp) {
+					ahead = append(ahead, tp)
+				}
+			})
+		}
+	}
+	for _, tp := range ahead {
+		if err := f.truncateToLeaderEnd(client, tp, parts[tp]); err != nil {
+			return err
 		}
 	}
 	return nil
 }
 
-func (f *fetcher) handlePartition(tp commitlog.TopicPartition, s *fetchState, rp *kmsg.FetchResponseTopicPartition) {
+// truncateToLeaderEnd handles a follower whose log ends past its leader's
+// (Kafka's fetchOffsetAndTruncate): ask the leader for its log end, as a
+// replica (ListOffsets latest with our replica id), and cut there.
+func (f *fetcher) truncateToLeaderEnd(client *protocol.Client, tp commitlog.TopicPartition, s *fetchState) error {
+	req := kmsg.NewPtrListOffsetsRequest()
+	req.ReplicaID = f.m.cfg.BrokerID
+	rp := kmsg.NewListOffsetsRequestTopicPartition()
+	rp.Partition, rp.CurrentLeaderEpoch, rp.Timestamp = tp.Partition, s.epoch, -1
+	req.Topics = []kmsg.ListOffsetsRequestTopic{{Topic: tp.Topic, Partitions: []kmsg.ListOffsetsRequestTopicPartition{rp}}}
+	ctx, cancel := context.WithTimeout(f.ctx, 30*time.Second)
+	defer cancel()
+	resp, err := client.Request(ctx, req)
+	if err != nil {
+		return err
+	}
+	lr := resp.(*kmsg.ListOffsetsResponse)
+	if len(lr.Topics) != 1 || len(lr.Topics[0].Partitions) != 1 {
+		return fmt.Errorf("ListOffsets for %s: malformed answer", tp)
+	}
+	answer := lr.Topics[0].Partitions[0]
+	f.apply(tp, s, func() {
+		if answer.ErrorCode != 0 {
+			f.delay(tp, s, kerr.ErrorForCode(answer.ErrorCode))
+			return
+		}
+		f.logger.Warn("follower ahead of its leader; truncating to the leader's log end", "partition", tp,
+			"log_end", s.p.Log.EndOffset(), "leader_log_end", answer.Offset)
+		f.finishTruncation(tp, s, min(answer.Offset, s.p.Log.EndOffset()), true)
+	})
+	return nil
+}
+
+// handlePartition applies one partition's fetch answer; it reports whether
+// the follower is ahead of its leader (OFFSET_OUT_OF_RANGE above the
+// leader's log start), which needs a request to the leader to resolve.
+// Called from apply.
+func (f *fetcher) handlePartition(tp commitlog.TopicPartition, s *fetchState, rp *kmsg.FetchResponseTopicPartition) (ahead bool) {
 	switch err := kerr.ErrorForCode(rp.ErrorCode); {
 	case err == nil:
 		if _, err := s.p.AppendAsFollower(rp.RecordBatches, rp.HighWatermark); err != nil {
@@ -330,17 +422,13 @@ func (f *fetcher) handlePartition(tp commitlog.TopicPartition, s *fetchState, rp
 			if err := s.p.TruncateFullyAndStartAt(rp.LogStartOffset); err != nil {
 				f.delay(tp, s, err)
 			}
-			return
+			return false
 		}
-		// We are ahead of the leader: find the divergence again.
-		f.mu.Lock()
-		if f.parts[tp] == s {
-			s.truncating = true
-		}
-		f.mu.Unlock()
+		return true
 	default:
 		// NOT_LEADER_OR_FOLLOWER, FENCED_LEADER_EPOCH, UNKNOWN_LEADER_EPOCH:
 		// the leader moved or is moving; the controller will tell us.
 		f.delay(tp, s, err)
 	}
+	return false
 }

@@ -139,18 +139,23 @@ func (m *Manager) LeaderAndIsr(controllerEpoch int32, states map[commitlog.Topic
 			results[tp] = err
 			continue
 		}
+		// Stop fetching before the role changes, so that no answer from
+		// the old leader can be applied under the new role. A state that
+		// turns out stale is put back as it was.
+		old, oldFetch := m.fetchStateLocked(tp)
+		m.removeFetchLocked(tp)
 		if s.Leader == m.cfg.BrokerID {
-			if err = p.MakeLeader(s); err == nil {
-				m.removeFetchLocked(tp)
-			}
+			err = p.MakeLeader(s)
 		} else if err = p.MakeFollower(s); err == nil {
-			m.removeFetchLocked(tp)
 			addr, ok := leaders[s.Leader]
 			if ok {
 				m.addFetchLocked(tp, p, s.Leader, s.LeaderEpoch, addr)
 			} else {
 				m.logger.Warn("follower of a leader with no address; not fetching", "partition", tp, "leader", s.Leader)
 			}
+		}
+		if err != nil && oldFetch != nil {
+			m.addFetchLocked(tp, old.p, oldFetch.leaderID, old.epoch, oldFetch.addr)
 		}
 		results[tp] = err
 	}
@@ -214,15 +219,31 @@ func (m *Manager) StopReplica(controllerEpoch int32, tps []commitlog.TopicPartit
 
 func (m *Manager) addFetchLocked(tp commitlog.TopicPartition, p *Partition, leader, epoch int32, addr string) {
 	f, ok := m.fetchers[leader]
-	if ok && f.addr != addr { // the leader broker moved: start over
+	if ok && f.addr != addr {
+		// The leader broker moved: a new fetcher takes over every
+		// partition of the old one, which truncate again first.
 		f.shutdown()
-		ok = false
-	}
-	if !ok {
+		nf := newFetcher(m, leader, addr)
+		for otp, st := range f.states() {
+			nf.add(otp, st.p, st.epoch)
+		}
+		f = nf
+		m.fetchers[leader] = f
+	} else if !ok {
 		f = newFetcher(m, leader, addr)
 		m.fetchers[leader] = f
 	}
 	f.add(tp, p, epoch)
+}
+
+// fetchStateLocked returns tp's fetch state and fetcher, if it is fetched.
+func (m *Manager) fetchStateLocked(tp commitlog.TopicPartition) (*fetchState, *fetcher) {
+	for _, f := range m.fetchers {
+		if st, ok := f.states()[tp]; ok {
+			return st, f
+		}
+	}
+	return nil, nil
 }
 
 func (m *Manager) removeFetchLocked(tp commitlog.TopicPartition) {

@@ -172,7 +172,9 @@ func (p *Partition) Remote(id int32) (ReplicaState, bool) {
 // what the partition already has: Kafka ignores partition states whose
 // leader epoch is not greater than its own.
 func (p *Partition) checkStateLocked(s LeaderAndIsrState) error {
-	if p.role != None && s.LeaderEpoch <= p.leaderEpoch {
+	// Also after StopReplica (role None): the epoch is still the newest
+	// this replica has seen. A new partition starts at -1.
+	if s.LeaderEpoch <= p.leaderEpoch {
 		return fmt.Errorf("%w: %d, the partition is at %d", ErrStaleEpoch, s.LeaderEpoch, p.leaderEpoch)
 	}
 	if !slices.Contains(s.Replicas, p.localID) {
@@ -185,6 +187,16 @@ func (p *Partition) applyStateLocked(s LeaderAndIsrState, role Role) {
 	p.role, p.leaderID, p.leaderEpoch = role, s.Leader, s.LeaderEpoch
 	p.partitionEpoch, p.controllerEpoch = s.PartitionEpoch, s.ControllerEpoch
 	p.replicas, p.isr = slices.Clone(s.Replicas), slices.Clone(s.ISR)
+	p.wakeWaitersLocked()
+}
+
+// wakeWaitersLocked wakes everything waiting on this replica: after a role
+// or epoch change an acks=all producer must learn it lost its leader (as
+// Kafka completes delayed produces in makeFollowers) and a long poll must
+// answer with the new error, not wait out its timeout.
+func (p *Partition) wakeWaitersLocked() {
+	p.HWAdvanced.Notify()
+	p.Appended.Notify()
 }
 
 // MakeLeader makes this broker the partition's leader at s.LeaderEpoch. The
@@ -232,15 +244,21 @@ func (p *Partition) Stop() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.role, p.remotes = None, nil
+	p.wakeWaitersLocked()
 }
 
 // checkLeaderLocked checks that this broker leads at the epoch a client
-// names (KIP-320; -1 names none).
+// names (KIP-320; -1 names none). The epoch comes first, as in Kafka's
+// Partition.getLocalLog: a client that knows a newer epoch than this broker
+// gets UNKNOWN_LEADER_EPOCH even from a broker that just stopped leading.
 func (p *Partition) checkLeaderLocked(clientEpoch int32) error {
+	if err := checkEpoch(clientEpoch, p.leaderEpoch); err != nil {
+		return err
+	}
 	if p.role != Leader {
 		return ErrNotLeader
 	}
-	return checkEpoch(clientEpoch, p.leaderEpoch)
+	return nil
 }
 
 func checkEpoch(clientEpoch, epoch int32) error {
@@ -262,8 +280,14 @@ func (p *Partition) AppendAsLeader(batch []byte) (first, last int64, err error) 
 		return 0, 0, ErrNotLeader
 	}
 	// Appending under the read lock keeps a leader change (which takes
-	// the write lock) from interleaving with the append.
-	first, last, err = p.Log.AppendAsLeader(batch, p.leaderEpoch)
+	// the write lock) from interleaving with the append. Like Kafka, every
+	// append makes sure the cache knows where its epoch starts (a no-op
+	// but for the first batch of an epoch).
+	epoch := p.leaderEpoch
+	first, last, err = p.Log.AppendAsLeader(batch, epoch)
+	if err == nil {
+		err = p.Epochs.Assign(epoch, first)
+	}
 	p.mu.RUnlock()
 	if err != nil {
 		return 0, 0, err
@@ -287,9 +311,13 @@ func (p *Partition) UpdateFollowerFetchState(id int32, fetchOffset int64, client
 	if !ok {
 		return fmt.Errorf("%w: broker %d, replicas %v", ErrUnknownReplica, id, p.replicas)
 	}
-	now, leaderLEO := p.now(), p.Log.EndOffset()
-	if fetchOffset > leaderLEO {
-		return fmt.Errorf("%w: follower %d fetches at %d, the leader ends at %d", commitlog.ErrOffsetOutOfRange, id, fetchOffset, leaderLEO)
+	// The position is recorded only if the read can succeed (Kafka updates
+	// it after reading): a fetch outside the log says nothing true about
+	// the follower's log end.
+	now, leaderLEO, start := p.now(), p.Log.EndOffset(), p.Log.StartOffset()
+	if fetchOffset > leaderLEO || fetchOffset < start {
+		return fmt.Errorf("%w: follower %d fetches at %d, the leader holds [%d, %d]",
+			commitlog.ErrOffsetOutOfRange, id, fetchOffset, start, leaderLEO)
 	}
 	// Kafka's rule for "caught up": it fetched at the leader's end, or at
 	// least up to where the leader ended at its previous fetch (it was
@@ -393,6 +421,9 @@ func wholeBatches(records []byte) []byte {
 // TruncateTo removes the log's tail from offset, with the epochs that
 // started there, as a follower does when its log diverged from its leader's.
 func (p *Partition) TruncateTo(offset int64) error {
+	if offset < 0 {
+		return fmt.Errorf("replica: truncate %s to offset %d", p.TopicPartition, offset)
+	}
 	end, err := p.Log.TruncateTo(offset)
 	if err != nil {
 		return err

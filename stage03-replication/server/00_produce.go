@@ -24,9 +24,10 @@ func (s *Server) produceAPI() broker.API {
 
 // awaitingHW is a partition of an acks=all produce waiting for replication.
 type awaitingHW struct {
-	p    *replica.Partition
-	out  *kmsg.ProduceResponseTopicPartition
-	last int64 // the last offset appended: done when the HW passes it
+	p     *replica.Partition
+	out   *kmsg.ProduceResponseTopicPartition
+	last  int64 // the last offset appended: done when the HW passes it
+	epoch int32 // the leader epoch it was appended under
 }
 
 func (s *Server) handleProduce(r *broker.Request) {
@@ -51,11 +52,11 @@ func (s *Server) handleProduce(r *broker.Request) {
 				failed = true
 				continue
 			}
-			p, last := s.appendPartition(rt.Topic, rp, out)
+			p, last, epoch := s.appendPartition(rt.Topic, rp, out)
 			if out.ErrorCode != 0 {
 				failed = true
 			} else if req.Acks == -1 {
-				waiting = append(waiting, awaitingHW{p: p, out: out, last: last})
+				waiting = append(waiting, awaitingHW{p: p, out: out, last: last, epoch: epoch})
 			}
 		}
 	}
@@ -71,29 +72,30 @@ func (s *Server) handleProduce(r *broker.Request) {
 	}
 }
 
-func (s *Server) appendPartition(topic string, rp kmsg.ProduceRequestTopicPartition, out *kmsg.ProduceResponseTopicPartition) (*replica.Partition, int64) {
+func (s *Server) appendPartition(topic string, rp kmsg.ProduceRequestTopicPartition, out *kmsg.ProduceResponseTopicPartition) (p *replica.Partition, last int64, epoch int32) {
 	p, ok := s.Replicas.Partition(topic, rp.Partition)
 	if !ok {
 		out.ErrorCode = s.missingPartitionCode(topic, rp.Partition)
-		return nil, 0
+		return nil, 0, 0
 	}
 	// Leadership first, as Kafka's ReplicaManager: a follower answers
 	// NOT_LEADER_OR_FOLLOWER whatever the batch holds.
 	if err := p.CheckLeader(-1); err != nil {
 		out.ErrorCode = replica.ErrorCode(err)
-		return nil, 0
+		return nil, 0, 0
 	}
 	if code, msg := broker.ValidateProducedBatch(rp.Records, s.Config().MessageMaxBytes); code != 0 {
 		out.ErrorCode, out.ErrorMessage = code, &msg
-		return nil, 0
+		return nil, 0, 0
 	}
+	_, epoch = p.Leader()
 	first, last, err := p.AppendAsLeader(rp.Records)
 	if err != nil {
 		out.ErrorCode = replica.ErrorCode(err)
-		return nil, 0
+		return nil, 0, 0
 	}
 	out.BaseOffset, out.LogStartOffset = first, p.Log.StartOffset()
-	return p, last
+	return p, last, epoch
 }
 
 // missingPartitionCode answers for a partition this broker holds no replica
@@ -114,13 +116,16 @@ func (s *Server) awaitReplication(r *broker.Request, resp *kmsg.ProduceResponse,
 		w.p.HWAdvanced.Watch(wake)
 	}
 	// done reports whether every partition is settled, settling the ones
-	// that lost leadership with NOT_LEADER_OR_FOLLOWER.
+	// whose leadership changed with NOT_LEADER_OR_FOLLOWER: even if this
+	// broker leads again at a newer epoch, the batch may have been
+	// truncated away in between.
 	done := func() bool {
 		all := true
 		for _, w := range waiting {
+			_, epoch := w.p.Leader()
 			switch {
 			case w.out.ErrorCode != 0:
-			case w.p.Role() != replica.Leader:
+			case w.p.Role() != replica.Leader || epoch != w.epoch:
 				w.out.ErrorCode = kerr.NotLeaderForPartition.Code
 			case w.p.HighWatermark() <= w.last:
 				all = false

@@ -50,6 +50,9 @@ func New(cfg Config, opts Options) (*Server, error) {
 	s := &Server{Metadata: newMetadataCache()}
 	var err error
 	s.Broker, err = broker.New(cfg.Broker, broker.Options{Logger: opts.Logger, BeforeClose: func() error {
+		if s.Replicas == nil { // New failed before the manager started
+			return nil
+		}
 		return s.Replicas.Close()
 	}})
 	if err != nil {
