@@ -14,7 +14,7 @@ MODULES := $(shell sed -n 's|^[[:space:]]*\./\([A-Za-z0-9_.-]*\).*|\1|p' go.work
 TESTFLAGS ?= -race -count=1 -timeout 15m
 BENCHFLAGS ?= -run '^$$' -benchmem -count=1
 
-.PHONY: help run test lint vet fmt bench fuzz images deps-test $(MODULES:%=test-%) \
+.PHONY: help run test lint vet fmt bench fuzz images deps-test deps-kcat deps-images $(MODULES:%=test-%) \
 	stage01 stage02 stage03 stage04 stage05 stage06 final
 
 help:
@@ -35,21 +35,31 @@ run:
 
 test: deps-test $(MODULES:%=test-%)
 
-# What the tests need on the machine beyond Go. Later stages add to this.
-deps-test:
+# What the tests need on the machine beyond Go: kcat from stage 02 on, the
+# container images from stage 05 on.
+deps-test: deps-kcat deps-images
+
+deps-kcat:
 	@if [ -d stage02-reactor ]; then ./scripts/deps.sh kcat; fi
+
+deps-images:
 	@if [ -d stage05-controller ]; then $(MAKE) --no-print-directory images; fi
 
 $(MODULES:%=test-%): test-%:
 	cd $* && $(GO) test $(TESTFLAGS) ./...
 
-stage01: test-stage01-log
-stage02: deps-test test-stage02-reactor
-stage03: test-stage03-replication
-stage04: test-stage04-isr-acks
-stage05: deps-test test-stage05-controller
-stage06: test-stage06-performance
-final: deps-test test-final
+stage01: stage-stage01-log
+stage02: deps-kcat stage-stage02-reactor
+stage03: stage-stage03-replication
+stage04: stage-stage04-isr-acks
+stage05: deps-images stage-stage05-controller
+stage06: stage-stage06-performance
+final: deps-test stage-final
+
+# A stage's tests, or a clear word that the stage is not built yet.
+stage-%:
+	@if [ -f $*/go.mod ]; then $(MAKE) --no-print-directory test-$*; \
+	else echo "$* is planned, not built yet (see README.md)"; exit 1; fi
 
 lint: fmt vet
 
