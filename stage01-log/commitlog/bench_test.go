@@ -1,7 +1,6 @@
 package commitlog
 
 import (
-	"fmt"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -183,7 +182,7 @@ func BenchmarkRecovery(b *testing.B) {
 			b.Fatal(err)
 		}
 		if l.EndOffset() != end {
-			b.Fatal(fmt.Sprintf("recovered to %d, want %d", l.EndOffset(), end))
+			b.Fatalf("recovered to %d, want %d", l.EndOffset(), end)
 		}
 		b.StopTimer()
 		l.Close()

@@ -158,12 +158,3 @@ func (idx *mmapIndex) close() error {
 	}
 	return errors.Join(err, idx.f.Close())
 }
-
-// closeAndRemove releases the index and deletes its file.
-func (idx *mmapIndex) closeAndRemove() error {
-	err := idx.close()
-	if rmErr := os.Remove(idx.path); rmErr != nil && !errors.Is(rmErr, os.ErrNotExist) {
-		err = errors.Join(err, rmErr)
-	}
-	return err
-}

@@ -19,7 +19,6 @@ var (
 	kerrInvalidConfig            = kerr.InvalidConfig.Code
 	kerrInvalidRequest           = kerr.InvalidRequest.Code
 	kerrUnknownServerError       = kerr.UnknownServerError.Code
-	kerrLeaderNotAvailable       = kerr.LeaderNotAvailable.Code
 	kerrInvalidReplicaAssignment = kerr.InvalidReplicaAssignment.Code
 	kerrKafkaStorageError        = kerr.KafkaStorageError.Code
 )
