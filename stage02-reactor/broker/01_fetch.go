@@ -93,8 +93,13 @@ func delayFetch(r *Request, req *kmsg.FetchRequest, src FetchSource, wait time.D
 	}
 	// Records that arrived between the read that found too little and the
 	// Watch calls above signalled nobody: look once more before waiting,
-	// or the fetch would sleep out its max wait with data available.
-	wake <- struct{}{}
+	// or the fetch would sleep out its max wait with data available. The
+	// send must not block: an append after the Watch calls may already
+	// have filled wake's one slot, which asks for that same look.
+	select {
+	case wake <- struct{}{}:
+	default:
+	}
 	deadline := time.NewTimer(wait)
 	answer := func() {
 		resp, _, _ := readFetch(req, src)
