@@ -51,12 +51,13 @@ var (
 	ErrLengthMismatch  = errors.New("record: batch length mismatch")
 	ErrCRCMismatch     = errors.New("record: crc mismatch")
 	ErrInvalidRecord   = errors.New("record: invalid record")
-	ErrCompressed      = errors.New("record: records are compressed")
 	ErrInvalidArgument = errors.New("record: invalid batch to encode")
 )
 
 // IsCorrupt reports whether err means the bytes are not a valid batch: the
-// errors a log's recovery treats as the end of its valid data.
+// errors a log's recovery treats as the end of its valid data. The codecs'
+// errors are not among them: recovery checks the CRC, which covers the
+// compressed bytes, and never decompresses.
 func IsCorrupt(err error) bool {
 	return errors.Is(err, ErrTooShort) || errors.Is(err, ErrBadMagic) ||
 		errors.Is(err, ErrLengthMismatch) || errors.Is(err, ErrCRCMismatch) ||

@@ -39,7 +39,11 @@
 // bytes are not a valid batch", the ones a log's recovery treats as the end of
 // its valid data.
 //
-// This package reads compressed batches' headers but not their records: the
-// codecs arrive in stage 06, which decompresses a batch's records and walks
-// them with [NewRecordIterator].
+// A compressed batch (codec bits in the attributes) keeps its header plain
+// and compresses its records as one blob; compression.go holds the four
+// codecs (seed §2.1.6) in the framings Kafka's clients write.
+// AppendBatch compresses, and a Reader decompresses before iterating,
+// bounded: a batch claiming more records than its limit can hold is refused
+// before any work, and decompression stops at the limit, so a few kilobytes
+// of gzip cannot make a broker allocate gigabytes.
 package record

@@ -11,7 +11,7 @@ import (
 type Batch struct {
 	BaseOffset           int64      // usually 0 from a producer; the log assigns the real one
 	PartitionLeaderEpoch int32      // NoPartitionLeaderEpoch from a producer
-	Attributes           Attributes // must name CodecNone: this package does not compress
+	Attributes           Attributes // the codec bits choose the compression of the records
 	FirstTimestamp       int64      // ms since the epoch; records carry deltas from it
 	ProducerID           int64      // NoProducerID unless idempotent
 	ProducerEpoch        int16      // NoProducerEpoch unless idempotent
@@ -35,12 +35,14 @@ func NewBatch(firstTimestamp int64, records ...Record) *Batch {
 // AppendBatch appends the encoding of b to dst. lastOffsetDelta is the
 // largest OffsetDelta, recordsCount the number of records, maxTimestamp the
 // largest record timestamp, and the CRC covers the result as Validate checks.
+// When the attributes name a codec, the records are compressed with it.
 func AppendBatch(dst []byte, b *Batch) ([]byte, error) {
 	if len(b.Records) == 0 {
 		return dst, fmt.Errorf("%w: no records", ErrInvalidArgument)
 	}
-	if c := b.Attributes.Codec(); c != CodecNone {
-		return dst, fmt.Errorf("%w: codec %s (compression arrives in stage 06)", ErrInvalidArgument, c)
+	codec := b.Attributes.Codec()
+	if !codec.Known() {
+		return dst, fmt.Errorf("%w: %w: %d", ErrInvalidArgument, ErrUnknownCodec, int8(codec))
 	}
 	size := HeaderSize
 	lastOffsetDelta := int32(0)
@@ -53,11 +55,14 @@ func AppendBatch(dst []byte, b *Batch) ([]byte, error) {
 	}
 
 	start := len(dst)
-	dst = slices.Grow(dst, size)[:start+HeaderSize]
+	grow := size // uncompressed: the exact size
+	if codec != CodecNone {
+		grow = HeaderSize // the compressed size is known only after compressing
+	}
+	dst = slices.Grow(dst, grow)[:start+HeaderSize]
 	h := dst[start:]
 	be := binary.BigEndian
 	be.PutUint64(h[baseOffsetPos:], uint64(b.BaseOffset))
-	be.PutUint32(h[lengthPos:], uint32(size-LogOverhead))
 	be.PutUint32(h[partitionLeaderEpochPos:], uint32(b.PartitionLeaderEpoch))
 	h[magicPos] = Magic
 	be.PutUint16(h[attributesPos:], uint16(b.Attributes))
@@ -68,9 +73,21 @@ func AppendBatch(dst []byte, b *Batch) ([]byte, error) {
 	be.PutUint16(h[producerEpochPos:], uint16(b.ProducerEpoch))
 	be.PutUint32(h[baseSequencePos:], uint32(b.BaseSequence))
 	be.PutUint32(h[recordsCountPos:], uint32(len(b.Records)))
-	for i := range b.Records {
-		dst = b.Records[i].AppendTo(dst)
+	if codec == CodecNone {
+		for i := range b.Records {
+			dst = b.Records[i].AppendTo(dst)
+		}
+	} else {
+		plain := make([]byte, 0, size-HeaderSize)
+		for i := range b.Records {
+			plain = b.Records[i].AppendTo(plain)
+		}
+		var err error
+		if dst, err = AppendCompressed(dst, plain, codec); err != nil {
+			return dst[:start], err
+		}
 	}
+	be.PutUint32(dst[start+lengthPos:], uint32(len(dst)-start-LogOverhead))
 	be.PutUint32(dst[start+crcPos:], Checksum(dst[start:]))
 	return dst, nil
 }

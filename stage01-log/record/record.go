@@ -71,8 +71,8 @@ func appendBytes(dst, b []byte) []byte {
 	return append(appendVarint(dst, int64(len(b))), b...)
 }
 
-// Iterator walks the records of an uncompressed batch without allocating
-// per record: Record returns the same *Record each time, refilled.
+// Iterator walks records without allocating per record: Record returns the
+// same *Record each time, refilled.
 //
 //	it, err := record.NewIterator(batch)
 //	for it.Next() {
@@ -87,10 +87,47 @@ type Iterator struct {
 	err  error  // first decoding error; iteration stops there
 }
 
+// MinRecordSize is the smallest encoding of a record: seven one-byte
+// varints (length, attributes, timestamp delta, offset delta, null key,
+// null value, no headers). A batch claiming more records than its bytes can
+// hold at this size is refused before anything is decoded.
+const MinRecordSize = 7
+
+// DefaultMaxRecordBytes bounds a batch's records once decompressed when the
+// caller sets no limit: 64 MiB, 64 times Kafka's default message.max.bytes.
+const DefaultMaxRecordBytes = 64 << 20
+
 // NewIterator returns an iterator over the records of the batch at the front
-// of b. It checks the header (not the CRC: see Validate) and refuses a
-// compressed batch with ErrCompressed.
+// of b, decompressing them first (into a new buffer, at most
+// DefaultMaxRecordBytes) if the batch is compressed. It checks the header
+// (not the CRC: see Validate). A Reader does the same with reused buffers
+// and a limit of the caller's choice.
 func NewIterator(b []byte) (*Iterator, error) {
+	var r Reader
+	return r.Records(b)
+}
+
+// Reader decodes the records of batches, compressed or not, reusing its
+// decompression buffer and iterator from one batch to the next. A Reader
+// is not safe for concurrent use.
+type Reader struct {
+	// MaxRecordBytes bounds the records of one batch once decompressed;
+	// 0 means DefaultMaxRecordBytes. A broker sets it from
+	// message.max.bytes.
+	MaxRecordBytes int
+
+	buf []byte   // decompressed records of the last batch
+	it  Iterator // the iterator Records returns
+}
+
+// Records returns an iterator over the records of the batch at the front
+// of b, valid until the next call. A compressed batch is decompressed into
+// the Reader's buffer. It fails before decompressing when the batch claims
+// more records than MaxRecordBytes can hold, with ErrTooLarge when the
+// records inflate past MaxRecordBytes, with ErrUnknownCodec or
+// ErrCorruptCompression when they cannot be decompressed, and with
+// ErrInvalidRecord when there are fewer bytes than the count needs.
+func (r *Reader) Records(b []byte) (*Iterator, error) {
 	h, err := ReadHeader(b)
 	if err != nil {
 		return nil, err
@@ -98,15 +135,34 @@ func NewIterator(b []byte) (*Iterator, error) {
 	if h.Size() > len(b) {
 		return nil, fmt.Errorf("%w: length field says %d bytes, only %d present", ErrLengthMismatch, h.Size(), len(b))
 	}
-	if c := h.Attributes.Codec(); c != CodecNone {
-		return nil, fmt.Errorf("%w with %s", ErrCompressed, c)
+	data := b[HeaderSize:h.Size()]
+	limit := r.MaxRecordBytes
+	if limit <= 0 {
+		limit = DefaultMaxRecordBytes
 	}
-	return NewRecordIterator(b[HeaderSize:h.Size()], h.NumRecords), nil
+	if c := h.Attributes.Codec(); c != CodecNone {
+		if !c.Known() {
+			return nil, fmt.Errorf("%w: %d", ErrUnknownCodec, int8(c))
+		}
+		if int64(h.NumRecords)*MinRecordSize > int64(limit) {
+			return nil, fmt.Errorf("%w: recordsCount %d cannot fit in the %d bytes a batch may decompress to",
+				ErrInvalidRecord, h.NumRecords, limit)
+		}
+		if r.buf, err = AppendDecompressed(r.buf[:0], data, c, limit); err != nil {
+			return nil, err
+		}
+		data = r.buf
+	}
+	if int64(h.NumRecords)*MinRecordSize > int64(len(data)) {
+		return nil, fmt.Errorf("%w: recordsCount %d cannot fit in %d bytes of records", ErrInvalidRecord, h.NumRecords, len(data))
+	}
+	r.it.Reset(data, h.NumRecords)
+	return &r.it, nil
 }
 
 // NewRecordIterator returns an iterator over count records encoded back to
-// back in data, without a batch header. Stage 06 uses it on the output of a
-// codec. Bytes left after count records are an error.
+// back in data, without a batch header. Bytes left after count records are
+// an error.
 func NewRecordIterator(data []byte, count int32) *Iterator {
 	return &Iterator{data: data, left: count}
 }

@@ -203,21 +203,14 @@ func TestMalformedRecordsAreInvalidRecord(t *testing.T) {
 	}
 }
 
-func TestCompressedBatchIsRefusedByIterator(t *testing.T) {
-	b := goldenBatch(t)
-	b[attributesPos+1] |= byte(CodecZstd)
-	_, err := NewIterator(b)
-	require.ErrorIs(t, err, ErrCompressed)
-	require.False(t, IsCorrupt(err), "a compressed batch is not corrupt, only undecodable here")
-}
-
 func TestAppendBatchRefusesWhatItCannotEncode(t *testing.T) {
 	_, err := AppendBatch(nil, NewBatch(0))
 	require.ErrorIs(t, err, ErrInvalidArgument)
 	b := NewBatch(0, Record{Value: []byte("x")})
-	b.Attributes = b.Attributes.WithCodec(CodecGzip)
+	b.Attributes = b.Attributes.WithCodec(Codec(6))
 	_, err = AppendBatch(nil, b)
 	require.ErrorIs(t, err, ErrInvalidArgument)
+	require.ErrorIs(t, err, ErrUnknownCodec)
 }
 
 func TestAttributes(t *testing.T) {

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/binary"
+	"fmt"
 	"hash/crc32"
 	"os"
 	"path/filepath"
@@ -131,13 +132,45 @@ func TestDumpIndexes(t *testing.T) {
 	require.Contains(t, ts, "timestamp: 1009 offset: 9\n", "the final entry written when the segment closed")
 }
 
-func TestDumpSaysWhenRecordsAreCompressed(t *testing.T) {
+func TestDumpPrintsTheRecordsOfCompressedBatches(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "00000000000000000000.log")
-	b := kmsgBatch(0, "x")
-	b[22] |= byte(record.CodecSnappy)
-	binary.BigEndian.PutUint32(b[17:], record.Checksum(b))
-	require.NoError(t, os.WriteFile(path, b, 0o644))
+	var data []byte
+	for i, c := range []record.Codec{record.CodecGzip, record.CodecSnappy, record.CodecLZ4, record.CodecZstd} {
+		b := record.NewBatch(1704067200000, record.Record{Value: []byte("first " + c.String())},
+			record.Record{OffsetDelta: 1, Key: []byte("k"), Value: []byte("second " + c.String())})
+		b.BaseOffset = int64(2 * i)
+		b.Attributes = b.Attributes.WithCodec(c)
+		var err error
+		data, err = record.AppendBatch(data, b)
+		require.NoError(t, err)
+	}
+	require.NoError(t, os.WriteFile(path, data, 0o644))
 	out := dumpString(t, path, true)
-	require.Contains(t, out, "compresscodec: snappy crc:")
-	require.Contains(t, out, "| records compressed with snappy")
+	for i, c := range []string{"gzip", "snappy", "lz4", "zstd"} {
+		require.Contains(t, out, "compresscodec: "+c+" crc:")
+		require.Contains(t, out, fmt.Sprintf("| offset: %d CreateTime: 1704067200000 keySize: -1 valueSize: %d sequence: -1 headerKeys: [] payload: first %s\n",
+			2*i, len("first "+c), c))
+		require.Contains(t, out, fmt.Sprintf("| offset: %d CreateTime: 1704067200000 keySize: 1 valueSize: %d sequence: -1 headerKeys: [] key: k payload: second %s\n",
+			2*i+1, len("second "+c), c))
+	}
+}
+
+// TestDumpPointsAtACorruptBatchInTheMiddle is what an operator runs when a
+// consumer stops with a CRC error: dumplog names the batch, its offsets and
+// its position in the file.
+func TestDumpPointsAtACorruptBatchInTheMiddle(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "00000000000000000000.log")
+	var data []byte
+	for i := range 5 {
+		data = append(data, kmsgBatch(int64(i), fmt.Sprintf("record %d", i))...)
+	}
+	size := len(kmsgBatch(0, "record 0"))
+	data[2*size+record.HeaderSize+3] ^= 0x40 // one bit of the third batch's records
+	require.NoError(t, os.WriteFile(path, data, 0o644))
+
+	out := dumpString(t, path, false)
+	require.Equal(t, 5, strings.Count(out, "baseOffset:"), "every batch is listed")
+	require.Regexp(t, fmt.Sprintf(`baseOffset: 2 lastOffset: 2 .* position: %d .* isvalid: false\n`, 2*size), out)
+	require.Contains(t, out, fmt.Sprintf("| corrupt batch at position %d: record: crc mismatch: stored ", 2*size))
+	require.Contains(t, out, fmt.Sprintf("Found 1 corrupt batch(es) in 00000000000000000000.log: baseOffset 2 at position %d\n", 2*size))
 }
