@@ -157,11 +157,9 @@ func (l *Log) loadedSegments() int {
 	defer l.mu.RUnlock()
 	n := 0
 	for _, s := range l.segments {
-		s.loadMu.Lock()
-		if s.loaded {
+		if s.loaded.Load() {
 			n++
 		}
-		s.loadMu.Unlock()
 	}
 	return n
 }

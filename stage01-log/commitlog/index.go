@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"sync"
 
 	"golang.org/x/sys/unix"
 )
@@ -19,47 +18,50 @@ var errCorruptIndex = errors.New("commitlog: corrupt index")
 // when the segment rolls. Lookups binary-search the mapping; the page cache
 // keeps the hot tail of every index in memory without a read syscall.
 //
-// The Log's lock guards lookups, appends and resizes. A flush may run
-// without it (a background flush after a roll must not stall appends), so
-// the mapping itself is also guarded by mapMu against a concurrent remap.
+// Like Kafka's AbstractIndex, it keeps no file descriptor: the file is
+// opened to be resized and mapped, and closed again, so a partition costs
+// one descriptor (its .log file), not three. A flush opens the file to
+// fsync it, which writes the pages dirtied through the mapping, and so
+// never touches the mapping: a flush and a remap do not wait for each
+// other.
+//
+// The Log's lock guards lookups, appends and resizes, with the segment's
+// load protocol for a lazily loaded segment (see segment).
 type mmapIndex struct {
 	path       string
 	entrySize  int
-	baseOffset int64 // the segment's base offset; entries store offsets relative to it
-	f          *os.File
-	entries    int // entries in use, from the front of data
-
-	mapMu sync.Mutex // held to change data, and by flush to read it
-	data  []byte     // the mapping: the whole file
+	baseOffset int64  // the segment's base offset; entries store offsets relative to it
+	entries    int    // entries in use, from the front of data
+	data       []byte // the mapping: the whole file
 }
 
 // openMmapIndex maps the index file at path, creating it if it is missing.
 // An existing file's entries are all of its whole entries; a new file is
 // preallocated to maxBytes.
 func openMmapIndex(path string, entrySize int, baseOffset int64, maxBytes int) (*mmapIndex, error) {
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
-	if err != nil {
+	fi, err := os.Stat(path)
+	size := int64(0)
+	switch {
+	case err == nil:
+		size = fi.Size()
+	case !errors.Is(err, os.ErrNotExist):
 		return nil, fmt.Errorf("open index: %w", err)
 	}
-	fi, err := f.Stat()
-	if err != nil {
-		f.Close()
-		return nil, fmt.Errorf("stat index %s: %w", path, err)
-	}
-	idx := &mmapIndex{path: path, entrySize: entrySize, baseOffset: baseOffset, f: f}
-	size := fi.Size()
 	if size%int64(entrySize) != 0 {
-		f.Close()
 		return nil, fmt.Errorf("%w: %s is %d bytes, not a multiple of %d", errCorruptIndex, path, size, entrySize)
 	}
-	idx.entries = int(size) / entrySize
+	idx := &mmapIndex{path: path, entrySize: entrySize, baseOffset: baseOffset, entries: int(size) / entrySize}
 	if size == 0 {
 		// A new index. Preallocating keeps appends from growing the
 		// file one entry at a time.
+		f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
+		if err != nil {
+			return nil, fmt.Errorf("create index: %w", err)
+		}
+		f.Close()
 		size = int64(roundDown(maxBytes, entrySize))
 	}
 	if err := idx.remap(size); err != nil {
-		f.Close()
 		return nil, err
 	}
 	return idx, nil
@@ -67,23 +69,28 @@ func openMmapIndex(path string, entrySize int, baseOffset int64, maxBytes int) (
 
 func roundDown(n, multiple int) int { return n / multiple * multiple }
 
-// remap resizes the file to size bytes and maps all of it.
+// remap resizes the file to size bytes and maps all of it. The descriptor
+// it opens is closed before it returns: the mapping outlives it. The file
+// must exist: an index renamed away for deletion is not created again.
 func (idx *mmapIndex) remap(size int64) error {
-	idx.mapMu.Lock()
-	defer idx.mapMu.Unlock()
+	f, err := os.OpenFile(idx.path, os.O_RDWR, 0)
+	if err != nil {
+		return fmt.Errorf("open index: %w", err)
+	}
+	defer f.Close()
 	if idx.data != nil {
 		if err := unix.Munmap(idx.data); err != nil {
 			return fmt.Errorf("unmap %s: %w", idx.path, err)
 		}
 		idx.data = nil
 	}
-	if err := idx.f.Truncate(size); err != nil {
+	if err := f.Truncate(size); err != nil {
 		return fmt.Errorf("resize %s: %w", idx.path, err)
 	}
 	if size == 0 {
 		return nil // nothing to map: mmap refuses zero lengths
 	}
-	data, err := unix.Mmap(int(idx.f.Fd()), 0, int(size), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	data, err := unix.Mmap(int(f.Fd()), 0, int(size), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
 	if err != nil {
 		return fmt.Errorf("mmap %s: %w", idx.path, err)
 	}
@@ -133,28 +140,39 @@ func (idx *mmapIndex) resize(maxBytes int) error {
 	return idx.remap(int64(size))
 }
 
-// flush writes dirty pages of the mapping to disk.
+// flush writes the index's dirty pages to disk. It may run without the
+// Log's lock (a background flush after a roll): it opens the file by its
+// path and fsyncs it, leaving the mapping alone. An index whose segment was
+// deleted meanwhile has nothing left to flush.
 func (idx *mmapIndex) flush() error {
-	idx.mapMu.Lock()
-	defer idx.mapMu.Unlock()
-	if idx.data == nil {
+	f, err := os.OpenFile(idx.path, os.O_RDWR, 0)
+	if errors.Is(err, os.ErrNotExist) {
 		return nil
 	}
-	if err := unix.Msync(idx.data, unix.MS_SYNC); err != nil {
-		return fmt.Errorf("msync %s: %w", idx.path, err)
+	if err != nil {
+		return fmt.Errorf("flush %s: %w", idx.path, err)
+	}
+	err = syncFile(f)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("fsync %s: %w", idx.path, err)
 	}
 	return nil
 }
 
 // close trims the file to its entries, so that a clean shutdown leaves no
-// preallocated tail, and releases the mapping and the file.
+// preallocated tail, and releases the mapping. The index of a deleted
+// segment (renamed to .deleted) is not trimmed: it is about to go.
 func (idx *mmapIndex) close() error {
 	err := idx.resize(0)
-	idx.mapMu.Lock()
-	defer idx.mapMu.Unlock()
+	if errors.Is(err, os.ErrNotExist) {
+		err = nil // renamed away for deletion: only the mapping is left to release
+	}
 	if idx.data != nil {
 		err = errors.Join(err, unix.Munmap(idx.data))
 		idx.data = nil
 	}
-	return errors.Join(err, idx.f.Close())
+	return err
 }

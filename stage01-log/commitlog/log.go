@@ -160,37 +160,60 @@ func (l *Log) loadSegments() error {
 // recover runs recovery if the shutdown was unclean, then prepares the
 // active segment for appends.
 func (l *Log) recover(opts Options) error {
+	clean := opts.CleanShutdown
 	if len(l.segments) == 0 {
 		s, err := createSegment(l.dir, max(opts.LogStartOffset, 0), &l.cfg, l.logger, l.now())
 		if err != nil {
 			return err
 		}
 		l.segments = []*segment{s}
-	} else if !opts.CleanShutdown {
+	} else if !clean {
 		if err := l.recoverFrom(opts.RecoveryPoint); err != nil {
 			return err
 		}
 	}
-	active := l.activeSegment()
-	if err := active.load(); err != nil {
-		return err
+	next, err := l.openActive()
+	if err != nil && clean && isDamage(err) {
+		// The marker says the log was closed cleanly, yet its end does
+		// not parse: the disk or an operator changed it since. Kafka
+		// would take the log directory offline; recovering this one log
+		// keeps the others, and this one, serving.
+		l.logger.Warn("log damaged despite a clean shutdown: recovering it", "err", err)
+		clean = false
+		if err := l.recoverFrom(min(opts.RecoveryPoint, l.activeSegment().baseOffset)); err != nil {
+			return err
+		}
+		next, err = l.openActive()
 	}
-	next, err := active.readNextOffset()
 	if err != nil {
-		return err
-	}
-	if err := l.resumeAppends(active); err != nil {
 		return err
 	}
 	l.nextOffset = next
 	l.logStartOffset = min(max(opts.LogStartOffset, l.segments[0].baseOffset), next)
-	if opts.CleanShutdown {
+	if clean {
 		l.recoveryPoint = next
 	} else {
 		l.recoveryPoint = min(opts.RecoveryPoint, next)
 	}
 	return nil
 }
+
+// openActive loads the active segment, finds the log end offset in it and
+// readies it for appends.
+func (l *Log) openActive() (next int64, err error) {
+	active := l.activeSegment()
+	if err := active.load(); err != nil {
+		return 0, err
+	}
+	if next, err = active.readNextOffset(); err != nil {
+		return 0, err
+	}
+	return next, l.resumeAppends(active)
+}
+
+// isDamage reports whether err means bad bytes in a segment, which recovery
+// can cut off, rather than an I/O failure, which it cannot.
+func isDamage(err error) bool { return record.IsCorrupt(err) || errors.Is(err, errTornBatch) }
 
 // recoverFrom validates every segment from the one holding recoveryPoint.
 func (l *Log) recoverFrom(recoveryPoint int64) error {
@@ -462,6 +485,31 @@ func (l *Log) Close() error {
 		delete(l.deleting, s)
 	}
 	return errors.Join(err, l.closeSegments())
+}
+
+// retire takes the log out of service for deletion: appends, reads and
+// flushes fail with ErrClosed from now on, but the files stay open, so
+// regions handed out before (a fetch response being written) stay readable
+// until release.
+func (l *Log) retire() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.closed = true
+}
+
+// release closes the files of a retired log, without flushing: the log is
+// being deleted.
+func (l *Log) release() error {
+	l.background.Wait()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var errs []error
+	for s, t := range l.deleting {
+		t.Stop()
+		errs = append(errs, s.close())
+		delete(l.deleting, s)
+	}
+	return errors.Join(append(errs, l.closeSegments())...)
 }
 
 func (l *Log) closeSegments() error {

@@ -2,6 +2,8 @@ package commitlog
 
 import (
 	"math"
+	"os"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -253,7 +255,9 @@ func TestTruncateToRemovesTailAcrossSegments(t *testing.T) {
 }
 
 func TestTruncateFullyAndStartAt(t *testing.T) {
-	h := newLogHarness(t, smallConfig())
+	cfg := smallConfig()
+	cfg.FileDeleteDelay = 20 * time.Millisecond
+	h := newLogHarness(t, cfg)
 	l := h.open(Options{})
 	h.appendBatches(l, 20, 2, 100)
 	require.NoError(t, l.TruncateFullyAndStartAt(1000))
@@ -263,8 +267,44 @@ func TestTruncateFullyAndStartAt(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, int64(1000), first)
 	require.Len(t, l.Segments(), 1)
-	require.ElementsMatch(t, []string{"00000000000000001000.log", "00000000000000001000.index",
-		"00000000000000001000.timeindex"}, segmentFiles(t, h.dir))
+	// The old segments wait out file.delete.delay.ms as .deleted files.
+	require.Eventually(t, func() bool {
+		return slices.Equal([]string{"00000000000000001000.index", "00000000000000001000.log",
+			"00000000000000001000.timeindex"}, segmentFiles(t, h.dir))
+	}, 10*time.Second, 5*time.Millisecond)
+}
+
+// TestTruncationLetsAResponseInFlightFinish: a fetch response may still be
+// sending from a segment when a follower truncates it away. Kafka renames
+// the segment and removes it file.delete.delay.ms later, so the response
+// completes; the region stays readable until then.
+func TestTruncationLetsAResponseInFlightFinish(t *testing.T) {
+	cfg := smallConfig()
+	cfg.FileDeleteDelay = time.Hour
+	h := newLogHarness(t, cfg)
+	l := h.open(Options{})
+	h.appendBatches(l, 30, 2, 100)
+	segs := l.Segments()
+	require.Greater(t, len(segs), 2)
+	last := segs[len(segs)-1].BaseOffset
+	region, err := l.Read(last, 1<<20) // a response about to be written
+	require.NoError(t, err)
+	want, err := region.Bytes()
+	require.NoError(t, err)
+
+	_, err = l.TruncateTo(segs[1].BaseOffset)
+	require.NoError(t, err)
+	require.NoError(t, l.TruncateFullyAndStartAt(5000))
+	got, err := region.Bytes()
+	require.NoError(t, err, "the truncated segment's file must stay open until file.delete.delay.ms")
+	require.Equal(t, want, got)
+	require.Contains(t, segmentFiles(t, h.dir), segmentName(last)+".log.deleted")
+
+	// Close removes what is still waiting.
+	require.NoError(t, l.Close())
+	for _, f := range segmentFiles(t, h.dir) {
+		require.NotContains(t, f, ".deleted")
+	}
 }
 
 func TestOffsetForTimestamp(t *testing.T) {
@@ -291,6 +331,115 @@ func TestOffsetForTimestamp(t *testing.T) {
 	_, _, found, err := l.OffsetForTimestamp(1391)
 	require.NoError(t, err)
 	require.False(t, found)
+}
+
+// TestOffsetForTimestampFindsTheRecordNotTheBatch: records of one batch
+// carry their own timestamps, not necessarily in order. Kafka answers with
+// the first record (in offset order) whose timestamp reaches the target,
+// and that record's timestamp, also inside compressed batches.
+func TestOffsetForTimestampFindsTheRecordNotTheBatch(t *testing.T) {
+	h := newLogHarness(t, smallConfig())
+	l := h.open(Options{})
+	batch := func(first int64, codec record.Codec, logAppendTime bool, deltas ...int64) {
+		b := record.NewBatch(first)
+		for i, d := range deltas {
+			b.Records = append(b.Records, record.Record{OffsetDelta: int32(i), TimestampDelta: d, Value: []byte("v")})
+		}
+		b.Attributes = b.Attributes.WithCodec(codec)
+		if logAppendTime {
+			b.Attributes |= 0x08
+		}
+		data, err := record.AppendBatch(nil, b)
+		require.NoError(t, err)
+		_, _, err = l.Append(data)
+		require.NoError(t, err)
+	}
+	batch(1000, record.CodecNone, false, 0, 30, 10, 50) // offsets 0-3 at 1000, 1030, 1010, 1050
+	batch(2000, record.CodecGzip, false, 0, 5, 10)      // offsets 4-6 at 2000, 2005, 2010
+	batch(3000, record.CodecZstd, true, 0, 20)          // offsets 7-8, both at the batch's 3020
+	tests := []struct{ ts, offset, timestamp int64 }{
+		{1000, 0, 1000},
+		{1020, 1, 1030}, // batch level would say offset 0
+		{1031, 3, 1050}, // offset 2 (1010) comes after 1 but is older
+		{1051, 4, 2000},
+		{2003, 5, 2005}, // inside a compressed batch
+		{3001, 7, 3020}, // LogAppendTime: every record has the batch's time
+	}
+	check := func(tests []struct{ ts, offset, timestamp int64 }) {
+		t.Helper()
+		for _, tt := range tests {
+			off, ts, found, err := l.OffsetForTimestamp(tt.ts)
+			require.NoError(t, err)
+			require.True(t, found, "ts %d", tt.ts)
+			require.Equal(t, tt.offset, off, "ts %d", tt.ts)
+			require.Equal(t, tt.timestamp, ts, "ts %d", tt.ts)
+		}
+	}
+	check(tests)
+	_, _, found, err := l.OffsetForTimestamp(3021)
+	require.NoError(t, err)
+	require.False(t, found)
+
+	// The log start offset falls inside the first batch: offsets before it
+	// are not answers.
+	require.NoError(t, l.Close())
+	l = h.open(Options{CleanShutdown: true, LogStartOffset: 2})
+	check([]struct{ ts, offset, timestamp int64 }{{0, 2, 1010}, {1020, 3, 1050}})
+}
+
+// TestReadsAndAppendsDoNotWaitForAFlush holds every fsync until the test
+// lets it go: meanwhile reads (of the segment being flushed too), appends,
+// a roll and a timestamp lookup must all complete.
+func TestReadsAndAppendsDoNotWaitForAFlush(t *testing.T) {
+	release := make(chan struct{})
+	inSync := make(chan struct{}, 64)
+	syncFile = func(f *os.File) error {
+		select {
+		case inSync <- struct{}{}:
+		default:
+		}
+		<-release
+		return f.Sync()
+	}
+	t.Cleanup(func() { syncFile = (*os.File).Sync })
+	var once sync.Once
+	unblock := func() { once.Do(func() { close(release) }) }
+	t.Cleanup(unblock)
+
+	h := newLogHarness(t, smallConfig())
+	l := h.open(Options{})
+	h.appendBatches(l, 30, 2, 100) // several segments; their flushes are held too
+	flushed := make(chan error, 1)
+	go func() { flushed <- l.Flush() }()
+	<-inSync
+
+	done := make(chan error, 1)
+	go func() {
+		for i := range 50 {
+			if _, err := l.Read(int64(i), 1<<20); err != nil {
+				done <- err
+				return
+			}
+			if _, _, err := l.Append(makeBatch(t, 100+i, 2, 100, 0)); err != nil {
+				done <- err
+				return
+			}
+		}
+		if err := l.Roll(); err != nil {
+			done <- err
+			return
+		}
+		_, _, _, err := l.OffsetForTimestamp(0)
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		require.NoError(t, err)
+	case <-time.After(20 * time.Second):
+		t.Fatal("reads and appends waited for an fsync")
+	}
+	unblock()
+	require.NoError(t, <-flushed)
 }
 
 func TestFlushMessagesMovesRecoveryPoint(t *testing.T) {

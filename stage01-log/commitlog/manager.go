@@ -14,8 +14,13 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// ErrLogExists: Create was asked for a partition that already has a log.
-var ErrLogExists = errors.New("commitlog: log already exists")
+var (
+	// ErrLogExists: Create was asked for a partition that already has a log.
+	ErrLogExists = errors.New("commitlog: log already exists")
+	// ErrOffline: the partition's log could not be opened at start-up;
+	// the error wrapping it says why. Kafka answers KAFKA_STORAGE_ERROR.
+	ErrOffline = errors.New("commitlog: partition offline")
+)
 
 // lockFile keeps two processes from using one log directory (Kafka's .lock).
 const lockFile = ".lock"
@@ -50,9 +55,12 @@ type Manager struct {
 	opts ManagerOptions
 	lock *os.File // holds the flock on dir/.lock
 
-	mu     sync.Mutex
-	logs   map[TopicPartition]*Log // Protected by mu.
-	closed bool                    // Protected by mu.
+	mu       sync.Mutex
+	logs     map[TopicPartition]*Log  // Protected by mu.
+	offline  map[TopicPartition]error // logs that failed to open, and why. Protected by mu.
+	creating map[TopicPartition]bool  // logs being created by Create. Protected by mu.
+	deleting map[*Log]*pendingDelete  // deleted logs waiting out file.delete.delay.ms. Protected by mu.
+	closed   bool                     // Protected by mu.
 
 	stop chan struct{}  // closed by Close to end the background loop
 	done sync.WaitGroup // the background loop
@@ -73,7 +81,8 @@ func OpenManager(dir string, cfg ManagerConfig, opts ManagerOptions) (*Manager, 
 	if err != nil {
 		return nil, err
 	}
-	m := &Manager{dir: dir, cfg: cfg, opts: opts, lock: lock, logs: map[TopicPartition]*Log{}, stop: make(chan struct{})}
+	m := &Manager{dir: dir, cfg: cfg, opts: opts, lock: lock, logs: map[TopicPartition]*Log{},
+		offline: map[TopicPartition]error{}, creating: map[TopicPartition]bool{}, deleting: map[*Log]*pendingDelete{}, stop: make(chan struct{})}
 	if err := m.loadLogs(); err != nil {
 		for _, l := range m.logs {
 			l.Close()
@@ -142,7 +151,12 @@ func (m *Manager) loadLogs() error {
 			Logger:         m.opts.Logger,
 		})
 		if err != nil {
-			return fmt.Errorf("open log %s: %w", tp, err)
+			// One log that cannot open must not keep the others from
+			// serving: it goes offline, as Kafka takes a failed log
+			// directory offline, and the operator is told why.
+			m.opts.Logger.Error("partition offline: its log cannot be opened", "partition", tp, "err", err)
+			m.offline[tp] = fmt.Errorf("%w: %s: %w", ErrOffline, tp, err)
+			continue
 		}
 		m.logs[tp] = l
 	}
@@ -164,6 +178,18 @@ func (m *Manager) Get(tp TopicPartition) (*Log, bool) {
 	return l, ok
 }
 
+// Offline lists the partitions whose logs failed to open at start-up, with
+// the reason (wrapping ErrOffline).
+func (m *Manager) Offline() map[TopicPartition]error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := make(map[TopicPartition]error, len(m.offline))
+	for tp, err := range m.offline {
+		out[tp] = err
+	}
+	return out
+}
+
 // Partitions lists the partitions with a log, sorted.
 func (m *Manager) Partitions() []TopicPartition {
 	m.mu.Lock()
@@ -176,27 +202,53 @@ func (m *Manager) Partitions() []TopicPartition {
 	return out
 }
 
-// Create creates an empty log for a partition.
+// Create creates an empty log for a partition. The directory's files are
+// created without the Manager's lock held, so creating many partitions
+// does not stall Get or the background work.
 func (m *Manager) Create(tp TopicPartition, cfg Config) (*Log, error) {
 	m.mu.Lock()
-	defer m.mu.Unlock()
 	if m.closed {
+		m.mu.Unlock()
 		return nil, ErrClosed
 	}
-	if _, ok := m.logs[tp]; ok {
+	if _, ok := m.logs[tp]; ok || m.creating[tp] {
+		m.mu.Unlock()
 		return nil, fmt.Errorf("%w: %s", ErrLogExists, tp)
 	}
+	if err, ok := m.offline[tp]; ok {
+		m.mu.Unlock()
+		return nil, err
+	}
+	m.creating[tp] = true
+	m.mu.Unlock()
+
 	l, err := Open(filepath.Join(m.dir, tp.String()), cfg, Options{Now: m.opts.Now, Logger: m.opts.Logger})
+
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	delete(m.creating, tp)
 	if err != nil {
 		return nil, err
+	}
+	if m.closed {
+		return nil, errors.Join(ErrClosed, l.Close())
 	}
 	m.logs[tp] = l
 	return l, nil
 }
 
-// Delete closes a partition's log and removes its directory. The directory
-// is renamed first, so a crash in the middle leaves a "-delete" directory
-// that the next start removes rather than a half-deleted log.
+// pendingDelete is a deleted log whose files wait out file.delete.delay.ms.
+type pendingDelete struct {
+	dir   string // the renamed directory, "<topic>-<partition>.<id>-delete"
+	timer *time.Timer
+}
+
+// Delete deletes a partition's log as Kafka's LogManager.asyncDelete does:
+// the log stops taking appends and reads at once and its directory is
+// renamed "<topic>-<partition>.<id>-delete" (a crash from here on finishes
+// the deletion at the next start); its files are closed and removed after
+// file.delete.delay.ms, so that a fetch response still being written from
+// them completes.
 func (m *Manager) Delete(tp TopicPartition) error {
 	m.mu.Lock()
 	l, ok := m.logs[tp]
@@ -205,12 +257,50 @@ func (m *Manager) Delete(tp TopicPartition) error {
 	if !ok {
 		return nil
 	}
-	err := l.Close()
+	l.retire()
 	doomed := filepath.Join(m.dir, fmt.Sprintf("%s.%d%s", tp, time.Now().UnixNano(), deleteDirSuffix))
-	if rerr := os.Rename(l.Dir(), doomed); rerr != nil {
-		return errors.Join(err, fmt.Errorf("delete log %s: %w", tp, rerr))
+	if err := os.Rename(l.Dir(), doomed); err != nil {
+		return errors.Join(fmt.Errorf("delete log %s: %w", tp, err), l.release())
 	}
-	return errors.Join(err, os.RemoveAll(doomed))
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed { // Close ran meanwhile: do not leave the files to a timer
+		return m.finishDelete(l, doomed)
+	}
+	pd := &pendingDelete{dir: doomed}
+	pd.timer = time.AfterFunc(l.Config().FileDeleteDelay, func() {
+		m.mu.Lock()
+		_, pending := m.deleting[l]
+		delete(m.deleting, l)
+		m.mu.Unlock()
+		if pending { // else Close got there first
+			if err := m.finishDelete(l, doomed); err != nil {
+				m.opts.Logger.Error("delete log", "dir", doomed, "err", err)
+			}
+		}
+	})
+	m.deleting[l] = pd
+	return nil
+}
+
+// DeleteNow deletes a partition's log at once, files and directory, for a
+// log that was never handed out (a topic creation rolled back); Delete is
+// for every other case.
+func (m *Manager) DeleteNow(tp TopicPartition) error {
+	m.mu.Lock()
+	l, ok := m.logs[tp]
+	delete(m.logs, tp)
+	m.mu.Unlock()
+	if !ok {
+		return nil
+	}
+	l.retire()
+	return m.finishDelete(l, l.Dir())
+}
+
+// finishDelete closes a deleted log's files and removes its directory.
+func (m *Manager) finishDelete(l *Log, dir string) error {
+	return errors.Join(l.release(), os.RemoveAll(dir))
 }
 
 // snapshot returns the open logs.
@@ -325,6 +415,14 @@ func (m *Manager) Close() error {
 		if err := l.Close(); err != nil {
 			errs = append(errs, fmt.Errorf("close %s: %w", tp, err))
 		}
+	}
+	m.mu.Lock()
+	deleting := m.deleting
+	m.deleting = nil
+	m.mu.Unlock()
+	for l, pd := range deleting {
+		pd.timer.Stop()
+		errs = append(errs, m.finishDelete(l, pd.dir))
 	}
 	errs = append(errs, m.Checkpoint())
 	if err := errors.Join(errs...); err != nil {

@@ -122,6 +122,47 @@ func TestManagerDeleteRemovesTheLog(t *testing.T) {
 	require.NoDirExists(t, filepath.Join(dir, "old-0.123-delete"), "an interrupted deletion is finished at start-up")
 }
 
+// TestManagerDeleteLetsAResponseInFlightFinish: deleting a topic while a
+// fetch response is still being written from its log must not cut the
+// response off: the files close file.delete.delay.ms later.
+func TestManagerDeleteLetsAResponseInFlightFinish(t *testing.T) {
+	dir := t.TempDir()
+	cfg := managerConfig()
+	cfg.Log.FileDeleteDelay = 100 * time.Millisecond
+	m := openTestManager(t, dir, cfg)
+	tp := TopicPartition{"doomed", 0}
+	l, err := m.Create(tp, cfg.Log)
+	require.NoError(t, err)
+	for i := range 10 {
+		_, _, err := l.Append(makeBatch(t, i, 2, 100, 0))
+		require.NoError(t, err)
+	}
+	region, err := l.Read(0, 1<<20)
+	require.NoError(t, err)
+	want, err := region.Bytes()
+	require.NoError(t, err)
+
+	require.NoError(t, m.Delete(tp))
+	_, _, err = l.Append(makeBatch(t, 99, 1, 10, 0))
+	require.ErrorIs(t, err, ErrClosed, "a deleted log takes no appends")
+	got, err := region.Bytes()
+	require.NoError(t, err, "the response in flight still reads its region")
+	require.Equal(t, want, got)
+
+	require.Eventually(t, func() bool {
+		entries, err := os.ReadDir(dir)
+		require.NoError(t, err)
+		for _, e := range entries {
+			if e.IsDir() {
+				return false
+			}
+		}
+		return true
+	}, 10*time.Second, 5*time.Millisecond, "the directory goes after file.delete.delay.ms")
+	_, err = region.Bytes()
+	require.Error(t, err, "and the file is closed")
+}
+
 func TestManagerRunsRetentionInTheBackground(t *testing.T) {
 	cfg := managerConfig()
 	cfg.Log.RetentionBytes = 0
@@ -135,4 +176,76 @@ func TestManagerRunsRetentionInTheBackground(t *testing.T) {
 		require.NoError(t, err)
 	}
 	require.Eventually(t, func() bool { return l.StartOffset() > 0 }, 5*time.Second, 5*time.Millisecond)
+}
+
+// TestDamageFoundOnStartStaysWithItsPartition: a clean-shutdown marker
+// promises the logs are whole, but a disk or a hand can break one after.
+// The damaged tail is recovered away (a torn batch, garbage, a wrong
+// magic), the log that cannot be opened at all goes offline with its
+// reason, and every other partition serves as before.
+func TestDamageFoundOnStartStaysWithItsPartition(t *testing.T) {
+	damages := map[string]func(t *testing.T, segment string){
+		"torn batch": func(t *testing.T, segment string) {
+			appendToFile(t, segment, makeBatch(t, 99, 3, 100, 0)[:80])
+		},
+		"garbage": func(t *testing.T, segment string) {
+			appendToFile(t, segment, []byte("this is not a record batch, but bytes someone wrote here at the end"))
+		},
+		"unsupported magic": func(t *testing.T, segment string) {
+			b := makeBatch(t, 99, 1, 10, 0)
+			b[16] = 7
+			appendToFile(t, segment, b)
+		},
+	}
+	for name, damage := range damages {
+		t.Run(name, func(t *testing.T) {
+			dir := t.TempDir()
+			cfg := managerConfig()
+			m := openTestManager(t, dir, cfg)
+			ends := map[TopicPartition]int64{}
+			for _, tp := range []TopicPartition{{"good", 0}, {"hurt", 0}, {"broken", 0}} {
+				l, err := m.Create(tp, cfg.Log)
+				require.NoError(t, err)
+				for i := range 10 {
+					_, _, err := l.Append(makeBatch(t, i, 2, 100, 0))
+					require.NoError(t, err)
+				}
+				ends[tp] = l.EndOffset()
+			}
+			require.NoError(t, m.Close())
+			require.FileExists(t, filepath.Join(dir, CleanShutdownFile))
+
+			segs, err := filepath.Glob(filepath.Join(dir, "hurt-0", "*.log"))
+			require.NoError(t, err)
+			damage(t, segs[len(segs)-1]) // the active segment
+			require.NoError(t, os.WriteFile(filepath.Join(dir, "broken-0", "not-an-offset.log"), nil, 0o644))
+
+			m = openTestManager(t, dir, cfg)
+			for _, tp := range []TopicPartition{{"good", 0}, {"hurt", 0}} {
+				l, ok := m.Get(tp)
+				require.True(t, ok, "%s serves", tp)
+				require.Equal(t, ends[tp], l.EndOffset(), "%s keeps every whole batch", tp)
+				_, _, err := l.Append(makeBatch(t, 50, 1, 10, 0))
+				require.NoError(t, err)
+				require.Len(t, readAll(t, l, 0), 11)
+			}
+			_, ok := m.Get(TopicPartition{"broken", 0})
+			require.False(t, ok)
+			offline := m.Offline()
+			require.Len(t, offline, 1)
+			require.ErrorIs(t, offline[TopicPartition{"broken", 0}], ErrOffline)
+			require.ErrorContains(t, offline[TopicPartition{"broken", 0}], "not-an-offset.log is not named by a base offset")
+			_, err = m.Create(TopicPartition{"broken", 0}, cfg.Log)
+			require.ErrorIs(t, err, ErrOffline, "an offline partition is not created over")
+		})
+	}
+}
+
+func appendToFile(t *testing.T, path string, data []byte) {
+	t.Helper()
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0)
+	require.NoError(t, err)
+	_, err = f.Write(data)
+	require.NoError(t, err)
+	require.NoError(t, f.Close())
 }

@@ -5,6 +5,8 @@ import (
 	"io"
 	"math"
 	"os"
+
+	"github.com/kafkaworkbook/workbook/stage01-log/record"
 )
 
 // Region is a byte range of a segment file: what a read returns instead of
@@ -85,17 +87,18 @@ func (l *Log) ReadUpTo(offset int64, maxBytes int, maxOffset int64) (Region, err
 	return Region{}, nil
 }
 
-// OffsetForTimestamp returns the first offset whose batch has a timestamp
-// >= ts, with that batch's max timestamp, for ListOffsets by time. found is
-// false when every record is older. Like Kafka before its record-level
-// search, it answers with a batch boundary: the first record of the first
-// batch that reaches ts.
+// OffsetForTimestamp answers ListOffsets by time as Kafka does: the offset
+// and timestamp of the first record, at or after the log start offset,
+// whose timestamp is >= ts. Batches are skipped by their max timestamp and
+// the one that reaches ts is decoded, so the answer is a record, not a
+// batch boundary. found is false when every record is older.
 func (l *Log) OffsetForTimestamp(ts int64) (offset, timestamp int64, found bool, err error) {
 	l.mu.RLock()
 	defer l.mu.RUnlock()
 	if l.closed {
 		return 0, 0, false, ErrClosed
 	}
+	var records record.Reader
 	for _, s := range l.segments {
 		if err := s.loadTimestamps(); err != nil {
 			return 0, 0, false, err
@@ -103,12 +106,9 @@ func (l *Log) OffsetForTimestamp(ts int64) (offset, timestamp int64, found bool,
 		if s.maxTimestamp < ts {
 			continue
 		}
-		h, ok, err := s.findByTimestamp(ts)
-		if err != nil {
-			return 0, 0, false, err
-		}
-		if ok {
-			return max(h.BaseOffset, l.logStartOffset), h.MaxTimestamp, true, nil
+		offset, timestamp, found, err := s.findByTimestamp(ts, l.logStartOffset, &records)
+		if err != nil || found {
+			return offset, timestamp, found, err
 		}
 	}
 	return 0, 0, false, nil
@@ -173,7 +173,9 @@ func (l *Log) Segments() []SegmentInfo {
 // TruncateTo removes every batch at or after offset, as a follower does when
 // its log diverged from its leader's (stage 03). offset should fall on a
 // batch boundary; otherwise the batch holding it goes too. It returns the
-// new log end offset.
+// new log end offset. Whole segments past offset are deleted as retention
+// deletes them (renamed, removed after file.delete.delay.ms); the segment
+// holding offset is cut in place, as Kafka cuts it.
 func (l *Log) TruncateTo(offset int64) (int64, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -188,7 +190,7 @@ func (l *Log) TruncateTo(offset int64) (int64, error) {
 	}
 	keep := l.segmentIndexFor(offset)
 	for _, s := range l.segments[keep+1:] {
-		if err := s.remove(); err != nil {
+		if err := l.deleteSegmentLocked(s, "truncation"); err != nil {
 			return 0, err
 		}
 	}
@@ -220,7 +222,7 @@ func (l *Log) TruncateFullyAndStartAt(offset int64) error {
 
 func (l *Log) truncateFullyLocked(offset int64) error {
 	for _, s := range l.segments {
-		if err := s.remove(); err != nil {
+		if err := l.deleteSegmentLocked(s, "truncation"); err != nil {
 			return err
 		}
 	}

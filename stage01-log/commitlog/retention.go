@@ -84,15 +84,28 @@ func (l *Log) deleteSegmentsLocked(highWatermark int64, deletable func(*segment)
 		}
 	}
 	for _, s := range l.segments[:n] {
-		if err := s.markDeleted(); err != nil {
-			return 0, fmt.Errorf("delete segment %s: %w", segmentName(s.baseOffset), err)
+		if err := l.deleteSegmentLocked(s, reason); err != nil {
+			return 0, err
 		}
-		l.logger.Info("deleting segment", "reason", reason, "segment", segmentName(s.baseOffset), "bytes", s.size)
-		l.deleting[s] = time.AfterFunc(l.cfg.FileDeleteDelay, func() { l.removeDeleted(s) })
 	}
 	l.segments = append([]*segment(nil), l.segments[n:]...)
 	l.logStartOffset = max(l.logStartOffset, l.segments[0].baseOffset)
 	return n, nil
+}
+
+// deleteSegmentLocked takes a segment out of the log as Kafka does, for
+// retention and truncation alike: its files are renamed to .deleted at once
+// (a crash from here on finishes the deletion at the next start) and
+// removed after file.delete.delay.ms, so that a fetch response still being
+// written from the segment's file, handed out before, completes. The caller
+// drops s from l.segments.
+func (l *Log) deleteSegmentLocked(s *segment, reason string) error {
+	if err := s.markDeleted(); err != nil {
+		return fmt.Errorf("delete segment %s: %w", segmentName(s.baseOffset), err)
+	}
+	l.logger.Info("deleting segment", "reason", reason, "segment", segmentName(s.baseOffset), "bytes", s.size)
+	l.deleting[s] = time.AfterFunc(l.cfg.FileDeleteDelay, func() { l.removeDeleted(s) })
+	return nil
 }
 
 // removeDeleted removes a deleted segment's files once its delay is over.

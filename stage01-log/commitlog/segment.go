@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/kafkaworkbook/workbook/stage01-log/record"
@@ -41,11 +42,20 @@ func (s *segment) lookupWindow() int {
 // segment is one .log file with its two indexes. Its base offset is the
 // offset of its first batch; its files are named after it.
 //
-// The Log's lock guards a segment: appends and truncation hold it for
-// writing, reads for reading. The files and indexes of a segment that is not
-// active are opened on first use (Kafka's lazy indexes, KIP-263), so that
-// opening a log with many segments reads none of them; loadMu makes that
-// first use safe among concurrent readers.
+// Locking, field group by field group below:
+//   - The Log's lock guards a segment: appends and truncation hold it for
+//     writing, reads for reading.
+//   - The files and indexes of a segment that is not active are opened on
+//     first use (Kafka's lazy indexes, KIP-263), so that opening a log with
+//     many segments reads none of them. loadMu serializes that first use
+//     among readers that hold only the Log's read lock; once loaded is set,
+//     readers take no segment lock at all.
+//   - A flush runs without the Log's lock (a background flush after a roll
+//     must not stall appends). It holds closeMu for reading while it
+//     fsyncs; close takes it for writing. Close happens only to a segment
+//     that has left the log (deleted after file.delete.delay.ms) or when
+//     the Log closes, so neither a reader nor an appender ever waits for an
+//     fsync.
 type segment struct {
 	dir        string
 	baseOffset int64
@@ -65,8 +75,11 @@ type segment struct {
 	offsetOfMaxTimestamp int64 // last offset of the batch that carried maxTimestamp
 	timestampsLoaded     bool  // maxTimestamp reflects the time index
 
-	loadMu  sync.Mutex   // serializes load among readers holding the Log's read lock
-	loaded  bool         // Protected by loadMu; once true, the fields below are set
+	loadMu  sync.Mutex   // serializes loading among readers holding the Log's read lock
+	closeMu sync.RWMutex // held for reading by flush, for writing by close
+	// loaded is set, with loadMu and closeMu held, once the fields below
+	// are: readers check it without a lock.
+	loaded  atomic.Bool
 	file    *os.File     // the .log file
 	offsets *offsetIndex // the .index file
 	times   *timeIndex   // the .timeindex file
@@ -90,7 +103,7 @@ func createSegment(dir string, baseOffset int64, cfg *Config, logger *slog.Logge
 		f.Close()
 		return nil, err
 	}
-	s.loaded = true
+	s.loaded.Store(true)
 	return s, nil
 }
 
@@ -116,9 +129,12 @@ func (s *segment) openIndexes() error {
 // is rebuilt from the log. The log itself is trusted here: recovery, which
 // truncates bad data, has already run over every segment it had to.
 func (s *segment) load() error {
+	if s.loaded.Load() {
+		return nil
+	}
 	s.loadMu.Lock()
 	defer s.loadMu.Unlock()
-	if s.loaded {
+	if s.loaded.Load() {
 		return nil
 	}
 	rebuild, err := s.openFiles()
@@ -136,7 +152,7 @@ func (s *segment) load() error {
 	}
 	if rebuild {
 		valid, err := s.rebuildIndexes()
-		if err != nil && !record.IsCorrupt(err) && !errors.Is(err, errTornBatch) {
+		if err != nil && !isDamage(err) {
 			s.closeFiles()
 			return err
 		}
@@ -153,8 +169,16 @@ func (s *segment) load() error {
 		s.closeFiles()
 		return err
 	}
-	s.loaded = true
+	s.setLoaded(true)
 	return nil
+}
+
+// setLoaded publishes (or withdraws) the open files. Called with loadMu
+// held; closeMu orders it against a flush that is using the files.
+func (s *segment) setLoaded(loaded bool) {
+	s.closeMu.Lock()
+	defer s.closeMu.Unlock()
+	s.loaded.Store(loaded)
 }
 
 // openFiles opens the .log file and both indexes. An index file that is
@@ -287,17 +311,17 @@ func (s *segment) append(data []byte, headers []record.BatchHeader) error {
 func (s *segment) recover() (truncated int64, err error) {
 	s.loadMu.Lock()
 	defer s.loadMu.Unlock()
-	if !s.loaded {
+	if !s.loaded.Load() {
 		// Recovery rebuilds the indexes anyway: open the files without
 		// checking the old ones (an index preallocated by the process that
 		// crashed always looks corrupt).
 		if _, err := s.openFiles(); err != nil {
 			return 0, err
 		}
-		s.loaded = true
+		s.setLoaded(true)
 	}
 	valid, scanErr := s.rebuildIndexes()
-	if scanErr != nil && !record.IsCorrupt(scanErr) && !errors.Is(scanErr, errTornBatch) {
+	if scanErr != nil && !isDamage(scanErr) {
 		return 0, scanErr // an I/O error, not bad data: do not truncate
 	}
 	fi, err := s.file.Stat()
@@ -380,28 +404,55 @@ func (s *segment) translateOffset(target int64) (pos int64, h record.BatchHeader
 	}
 }
 
-// findByTimestamp returns the first batch whose max timestamp is >= ts.
-func (s *segment) findByTimestamp(ts int64) (h record.BatchHeader, found bool, err error) {
+// findByTimestamp returns the first record at or after startOffset whose
+// timestamp is >= ts, as Kafka's LogSegment.findOffsetByTimestamp: the time
+// index gives a batch to start from, batches whose max timestamp is older
+// are skipped by their header, and the first batch that reaches ts is
+// decoded (decompressed if need be) to find the record. Records inside a
+// batch need not be in timestamp order; the first in offset order wins. A
+// LogAppendTime batch's records all carry the batch's max timestamp.
+func (s *segment) findByTimestamp(ts, startOffset int64, records *record.Reader) (offset, timestamp int64, found bool, err error) {
 	if err := s.load(); err != nil {
-		return h, false, err
+		return 0, 0, false, err
 	}
 	_, fromOffset := s.times.lookup(ts)
-	pos, _, ok, err := s.translateOffset(fromOffset)
+	pos, _, ok, err := s.translateOffset(max(fromOffset, startOffset))
 	if err != nil || !ok {
-		return h, false, err
+		return 0, 0, false, err
 	}
 	sc := newLookupScanner(s.file, pos, s.size, s.lookupWindow())
 	defer sc.release()
 	for {
-		_, h, _, err := sc.next(false)
+		pos, h, _, err := sc.next(false)
 		if err == io.EOF {
-			return h, false, nil
+			return 0, 0, false, nil
 		}
 		if err != nil {
-			return h, false, fmt.Errorf("segment %s: %w", segmentName(s.baseOffset), err)
+			return 0, 0, false, fmt.Errorf("segment %s: %w", segmentName(s.baseOffset), err)
 		}
-		if h.MaxTimestamp >= ts {
-			return h, true, nil
+		if h.MaxTimestamp < ts || h.LastOffset() < startOffset {
+			continue
+		}
+		batch, err := sc.bytes(pos, h.Size())
+		if err != nil {
+			return 0, 0, false, fmt.Errorf("segment %s: %w", segmentName(s.baseOffset), err)
+		}
+		it, err := records.Records(batch)
+		if err != nil {
+			return 0, 0, false, fmt.Errorf("segment %s: batch at position %d: %w", segmentName(s.baseOffset), pos, err)
+		}
+		for it.Next() {
+			r := it.Record()
+			offset, timestamp = h.BaseOffset+int64(r.OffsetDelta), h.FirstTimestamp+r.TimestampDelta
+			if h.Attributes.LogAppendTime() {
+				timestamp = h.MaxTimestamp
+			}
+			if timestamp >= ts && offset >= startOffset {
+				return offset, timestamp, true, nil
+			}
+		}
+		if err := it.Err(); err != nil {
+			return 0, 0, false, fmt.Errorf("segment %s: batch at position %d: %w", segmentName(s.baseOffset), pos, err)
 		}
 	}
 }
@@ -486,29 +537,34 @@ func (s *segment) onBecomeInactive() error {
 	return s.trimIndexes()
 }
 
-// flush forces the segment's data and indexes to disk. It may run without
-// the Log's lock; loadMu keeps the segment from closing meanwhile.
+// syncFile is fsync; tests replace it to make a flush take its time.
+var syncFile = (*os.File).Sync
+
+// flush forces the segment's data and indexes to disk. It runs without
+// the Log's lock and takes no lock a reader or an appender takes: closeMu,
+// held for reading, only keeps close from releasing the file meanwhile.
 func (s *segment) flush() error {
-	s.loadMu.Lock()
-	defer s.loadMu.Unlock()
-	if !s.loaded {
-		return nil
+	s.closeMu.RLock()
+	defer s.closeMu.RUnlock()
+	if !s.loaded.Load() {
+		return nil // never opened (nothing written since) or closed
 	}
-	if err := s.file.Sync(); err != nil {
+	if err := syncFile(s.file); err != nil {
 		return fmt.Errorf("fsync segment %s: %w", segmentName(s.baseOffset), err)
 	}
 	return errors.Join(s.offsets.flush(), s.times.flush())
 }
 
 // close releases the segment's files. The indexes are trimmed, so a clean
-// shutdown leaves no preallocated space behind.
+// shutdown leaves no preallocated space behind. It waits for a flush in
+// progress.
 func (s *segment) close() error {
 	s.loadMu.Lock()
 	defer s.loadMu.Unlock()
-	if !s.loaded {
+	if !s.loaded.Load() {
 		return nil
 	}
-	s.loaded = false
+	s.setLoaded(false)
 	return s.closeFiles()
 }
 

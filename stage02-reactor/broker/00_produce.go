@@ -3,6 +3,7 @@ package broker
 import (
 	"errors"
 	"fmt"
+	"sync"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -16,11 +17,25 @@ import (
 // flexible. Newer versions carry transaction and leader-hint fields this
 // broker does not use.
 //
+// ApiVersions advertises Produce from v0 nevertheless, the one place where
+// it says more than the broker serves. librdkafka (kcat) decides whether it
+// may compress from the advertised minimum: against a broker advertising
+// v3 it sends gzip, snappy and lz4 batches uncompressed. Kafka 4.0, which
+// also stores only magic 2, met this and does the same (KAFKA-18659): v0-v2
+// are advertised and refused (the connection closes). No client picks them,
+// since each uses the highest version both sides know.
+//
 // §1.4: acks=0 gets no response at all (on an error the connection is
 // closed, the only way to tell the client); acks=1 is answered once the
 // leader has appended; with one replica acks=all (-1) is the same as
 // acks=1 (stage 04 makes it wait for the ISR).
-var produceAPI = API{Key: 0, MinVersion: 3, MaxVersion: 9, Handle: handleProduce}
+var produceAPI = ProduceAPI(handleProduce)
+
+// ProduceAPI is the Produce API with its versions and handle: stage 03
+// registers its replicated handler through it.
+func ProduceAPI(handle func(r *Request)) API {
+	return API{Key: 0, MinVersion: 3, MaxVersion: 9, AdvertiseV0: true, Handle: handle}
+}
 
 func handleProduce(r *Request) {
 	req := r.Body.(*kmsg.ProduceRequest)
@@ -57,22 +72,20 @@ func handleProduce(r *Request) {
 
 // producePartition validates and appends one partition's batch.
 func (b *Broker) producePartition(topic string, rp kmsg.ProduceRequestTopicPartition, sp *kmsg.ProduceResponseTopicPartition) {
-	p, ok := b.store.Partition(topic, rp.Partition)
-	if !ok {
-		sp.ErrorCode = kerrUnknownTopicOrPartition
+	p, code := b.store.Lookup(topic, rp.Partition)
+	if code != 0 {
+		sp.ErrorCode = code
 		return
 	}
-	if code, msg := ValidateProducedBatch(rp.Records, b.cfg.MessageMaxBytes); code != 0 {
+	if code, msg := b.ValidateProducedBatch(rp.Records); code != 0 {
 		sp.ErrorCode, sp.ErrorMessage = code, &msg
-		b.logger.Debug("refused produce batch", "partition", p.TopicPartition, "err", msg)
 		return
 	}
 	first, _, err := p.Log.AppendAsLeader(rp.Records, leaderEpoch) // stamped, as a leader does
 	if err != nil {
-		sp.ErrorCode = AppendErrorCode(err)
+		sp.ErrorCode = b.AppendFailed(p.TopicPartition, err)
 		msg := err.Error()
 		sp.ErrorMessage = &msg
-		b.logger.Error("append failed", "partition", p.TopicPartition, "err", err)
 		return
 	}
 	p.Appended.Notify()
@@ -80,16 +93,50 @@ func (b *Broker) producePartition(topic string, rp kmsg.ProduceRequestTopicParti
 	sp.LogStartOffset = p.Log.StartOffset()
 }
 
-// ValidateProducedBatch checks a producer's records as Kafka's
-// LogValidator does before anything is appended: exactly one batch, magic
-// 2, offsets starting at 0 and a record count that agrees with them, no
-// control or transactional batch, and at most maxBytes. For an uncompressed
-// batch every record is decoded and its offset delta checked; compressed
-// records are checked once stage 06 has the codecs. The CRC is left to
-// Log.Append, which checks it before writing anything (and for followers'
-// appends too), so a produce request computes it once. It returns a Kafka
-// error code and a message, or 0.
-func ValidateProducedBatch(records []byte, maxBytes int32) (code int16, msg string) {
+// decompressionFactor bounds how far a produced batch may inflate: its
+// records, decompressed, may take at most this many times message.max.bytes.
+// Clients build batches of about message.max.bytes before compressing
+// (franz-go, librdkafka, Sarama); Java's producer sizes them by estimated
+// compressed size, which for very compressible data can be a few times
+// more. Past the bound the batch is refused with MESSAGE_TOO_LARGE (a Java
+// producer then splits it) rather than spending memory on it.
+const decompressionFactor = 32
+
+// recordReaders are the validators' decompression buffers, reused across
+// produce requests.
+var recordReaders = sync.Pool{New: func() any { return new(record.Reader) }}
+
+// ValidateProducedBatch checks a producer's records as Kafka's LogValidator
+// does before anything is appended: exactly one batch, magic 2, offsets
+// starting at 0 and a record count that agrees with them, no control or
+// transactional batch, at most message.max.bytes, and records that decode,
+// compressed batches included (decompressed within decompressionFactor
+// times message.max.bytes), with offset deltas 0, 1, 2, .... The CRC is left
+// to Log.Append, which checks it before writing anything (and for
+// followers' appends too), so a produce request computes it once. It
+// returns a Kafka error code and a message, or 0, and counts what it
+// refuses in the broker's Counters.
+func (b *Broker) ValidateProducedBatch(records []byte) (code int16, msg string) {
+	code, msg = validateBatch(records, b.cfg.MessageMaxBytes)
+	switch code {
+	case 0:
+		return 0, ""
+	case kerrInvalidRecord:
+		b.counters.InvalidOffsetOrSequenceRecords.Add(1)
+	case kerrCorruptMessage:
+		// Kafka checks the CRC first; here it costs a pass only when the
+		// batch is already refused, to tell a bad CRC from bad records.
+		if _, err := record.Validate(records); errors.Is(err, record.ErrCRCMismatch) {
+			b.counters.InvalidMessageCRCRecords.Add(1)
+			msg = err.Error()
+		}
+	}
+	b.counters.FailedProduceRequests.Add(1)
+	b.logger.Debug("refused a produced batch", "code", code, "err", msg)
+	return code, msg
+}
+
+func validateBatch(records []byte, maxBytes int32) (code int16, msg string) {
 	if len(records) > int(maxBytes) {
 		return kerrMessageTooLarge, fmt.Sprintf("batch of %d bytes is larger than message.max.bytes (%d)", len(records), maxBytes)
 	}
@@ -97,6 +144,8 @@ func ValidateProducedBatch(records []byte, maxBytes int32) (code int16, msg stri
 	switch {
 	case errors.Is(err, record.ErrBadMagic):
 		return kerrInvalidRecord, "produce requests from v3 on must hold magic 2 batches: " + err.Error()
+	case errors.Is(err, record.ErrInvalidRecord):
+		return kerrInvalidRecord, err.Error() // a negative count or offset delta
 	case err != nil:
 		return kerrCorruptMessage, err.Error()
 	case h.Size() > len(records):
@@ -112,11 +161,16 @@ func ValidateProducedBatch(records []byte, maxBytes int32) (code int16, msg stri
 	case h.Attributes.Transactional():
 		return kerrInvalidRecord, "transactional batches are not supported"
 	}
-	it, err := record.NewIterator(records)
-	if errors.Is(err, record.ErrCompressed) {
-		return 0, ""
-	}
-	if err != nil {
+	r := recordReaders.Get().(*record.Reader)
+	defer recordReaders.Put(r)
+	r.MaxRecordBytes = int(maxBytes) * decompressionFactor
+	it, err := r.Records(records)
+	switch {
+	case errors.Is(err, record.ErrTooLarge):
+		return kerrMessageTooLarge, fmt.Sprintf("%v (%d times message.max.bytes)", err, decompressionFactor)
+	case errors.Is(err, record.ErrInvalidRecord):
+		return kerrInvalidRecord, err.Error()
+	case err != nil: // an unknown codec, or bytes the codec cannot decode
 		return kerrCorruptMessage, err.Error()
 	}
 	for i := int32(0); it.Next(); i++ {
@@ -130,6 +184,26 @@ func ValidateProducedBatch(records []byte, maxBytes int32) (code int16, msg stri
 		return kerrCorruptMessage, err.Error()
 	}
 	return 0, ""
+}
+
+// AppendFailed accounts for a failed append and returns Kafka's error code
+// for it. A batch whose CRC does not match is the client's fault (or its
+// network's): it is counted (Kafka's InvalidMessageCrcRecordsPerSec) and
+// logged at Debug, since a client could otherwise flood the log. Anything
+// else is the broker's own failure and is logged as an error.
+func (b *Broker) AppendFailed(tp commitlog.TopicPartition, err error) int16 {
+	code := AppendErrorCode(err)
+	b.counters.FailedProduceRequests.Add(1)
+	switch {
+	case errors.Is(err, record.ErrCRCMismatch):
+		b.counters.InvalidMessageCRCRecords.Add(1)
+		b.logger.Debug("refused a batch with a bad CRC", "partition", tp, "err", err)
+	case code == kerrCorruptMessage, code == kerrMessageTooLarge:
+		b.logger.Debug("refused a produced batch", "partition", tp, "err", err)
+	default:
+		b.logger.Error("append failed", "partition", tp, "err", err)
+	}
+	return code
 }
 
 // AppendErrorCode maps an append failure to Kafka's error code.

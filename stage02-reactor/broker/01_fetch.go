@@ -161,15 +161,13 @@ func readFetch(req *kmsg.FetchRequest, src FetchSource) (resp *protocol.FetchRes
 type StoreFetchSource struct{ Store *Store }
 
 func (s StoreFetchSource) ReadPartition(_ int32, topic string, fp *kmsg.FetchRequestTopicPartition, first bool, remaining *int64, out *protocol.FetchPartition) {
-	p, ok := s.Store.Partition(topic, fp.Partition)
-	switch {
-	case !ok:
-		out.ErrorCode = kerrUnknownTopicOrPartition
-	default:
-		if out.ErrorCode = CheckLeaderEpoch(fp.CurrentLeaderEpoch, leaderEpoch); out.ErrorCode == 0 {
-			end := p.Log.EndOffset()
-			out.ErrorCode = ReadPartition(p.Log, fp.FetchOffset, int64(fp.PartitionMaxBytes), remaining, first, end, end, out)
-		}
+	p, code := s.Store.Lookup(topic, fp.Partition)
+	if code == 0 {
+		code = CheckLeaderEpoch(fp.CurrentLeaderEpoch, leaderEpoch)
+	}
+	if out.ErrorCode = code; code == 0 {
+		end := p.Log.EndOffset()
+		out.ErrorCode = ReadPartition(p.Log, fp.FetchOffset, int64(fp.PartitionMaxBytes), remaining, first, end, end, out)
 	}
 }
 

@@ -6,8 +6,9 @@ import (
 
 // ListOffsets (key 2), v1-v6: where a consumer should start. The special
 // timestamps -1 (latest: the high watermark) and -2 (earliest: the log start
-// offset), or any other timestamp: the first offset whose batch has a
-// timestamp at or after it, found through the time index.
+// offset), or any other timestamp: the first record whose timestamp is at or
+// after it, with that record's timestamp, found through the time index and
+// then record by record (commitlog.Log.OffsetForTimestamp).
 //
 // v2 adds the isolation level (read_committed reads up to the last stable
 // offset, which without transactions is the high watermark), v4 the current
@@ -28,10 +29,10 @@ func handleListOffsets(r *Request) {
 		st := kmsg.ListOffsetsResponseTopic{Topic: rt.Topic}
 		for _, rp := range rt.Partitions {
 			sp := kmsg.ListOffsetsResponseTopicPartition{Partition: rp.Partition, Timestamp: -1, Offset: -1, LeaderEpoch: -1}
-			p, ok := b.store.Partition(rt.Topic, rp.Partition)
+			p, code := b.store.Lookup(rt.Topic, rp.Partition)
 			switch {
-			case !ok:
-				sp.ErrorCode = kerrUnknownTopicOrPartition
+			case code != 0:
+				sp.ErrorCode = code
 			case CheckLeaderEpoch(rp.CurrentLeaderEpoch, leaderEpoch) != 0:
 				sp.ErrorCode = CheckLeaderEpoch(rp.CurrentLeaderEpoch, leaderEpoch)
 			case rp.Timestamp == latestTimestamp:

@@ -14,6 +14,10 @@ import (
 // v1: null topics means all topics. v4: AllowAutoTopicCreation. v8:
 // authorized operations (we answer none: there is no authorizer). v9 is
 // flexible. v10 adds topic IDs, which this broker does not assign.
+//
+// A name asked for twice is answered once (Kafka reads the names into a
+// set), and each name costs its own topic's partitions, not the broker's:
+// a request naming a million topics costs a million lookups, and no more.
 var metadataAPI = API{Key: 3, MinVersion: 1, MaxVersion: 9, Handle: handleMetadata}
 
 func handleMetadata(r *Request) {
@@ -27,56 +31,77 @@ func handleMetadata(r *Request) {
 	resp.ControllerID = b.cfg.BrokerID
 
 	if req.Topics == nil { // all topics
-		for _, name := range b.store.Topics() {
-			resp.Topics = append(resp.Topics, b.topicMetadata(name, b.store.TopicPartitions(name)))
+		for _, name := range b.store.TopicNames() {
+			resp.Topics = append(resp.Topics, b.topicMetadata(name))
 		}
 		r.Respond(resp)
 		return
 	}
 	// Before v4 every Metadata request may create topics, as in Kafka.
 	autoCreate := b.cfg.AutoCreateTopics && (req.AllowAutoTopicCreation || r.Header.APIVersion < 4)
-	for _, rt := range req.Topics {
-		name := ""
-		if rt.Topic != nil {
-			name = *rt.Topic
-		}
-		parts := b.store.TopicPartitions(name)
-		if len(parts) == 0 && autoCreate {
-			created, err := b.store.CreateTopic(name, b.cfg.NumPartitions, nil)
+	for _, name := range DistinctTopics(req) {
+		mt := b.topicMetadata(name)
+		if mt.ErrorCode == kerrUnknownTopicOrPartition && autoCreate {
+			_, err := b.store.CreateTopic(name, b.cfg.NumPartitions, nil)
 			switch {
-			case err == nil:
+			case err == nil, errors.Is(err, ErrTopicExists): // ErrTopicExists: created meanwhile by another request
 				// Kafka answers LEADER_NOT_AVAILABLE for a topic it has
 				// just created; the client asks again. Here the leader is
 				// ready at once, so answer with it.
-				parts = created
-			case errors.Is(err, ErrTopicExists): // created meanwhile by another request
-				parts = b.store.TopicPartitions(name)
+				mt = b.topicMetadata(name)
+			case errors.Is(err, ErrTooManyPartitions):
+				mt.ErrorCode = kerrPolicyViolation
 			default:
-				resp.Topics = append(resp.Topics, kmsg.MetadataResponseTopic{Topic: rt.Topic, ErrorCode: kerrInvalidTopic})
-				continue
+				mt.ErrorCode = kerrInvalidTopic
 			}
 		}
-		if len(parts) == 0 {
-			code := kerrUnknownTopicOrPartition
-			if validateTopicName(name) != nil {
-				code = kerrInvalidTopic
-			}
-			resp.Topics = append(resp.Topics, kmsg.MetadataResponseTopic{Topic: rt.Topic, ErrorCode: code})
-			continue
-		}
-		resp.Topics = append(resp.Topics, b.topicMetadata(name, parts))
+		resp.Topics = append(resp.Topics, mt)
 	}
 	r.Respond(resp)
 }
 
+// DistinctTopics returns the topic names a Metadata request asks for, each
+// once, in the order they first appear (a null name counts as "").
+func DistinctTopics(req *kmsg.MetadataRequest) []string {
+	names := make([]string, 0, len(req.Topics))
+	seen := make(map[string]struct{}, len(req.Topics))
+	for _, t := range req.Topics {
+		name := ""
+		if t.Topic != nil {
+			name = *t.Topic
+		}
+		if _, dup := seen[name]; !dup {
+			seen[name] = struct{}{}
+			names = append(names, name)
+		}
+	}
+	return names
+}
+
 // topicMetadata describes a topic whose every partition this broker leads.
-func (b *Broker) topicMetadata(name string, parts []*Partition) kmsg.MetadataResponseTopic {
+// A partition whose log is offline is listed without a leader, with
+// KAFKA_STORAGE_ERROR, and this broker among its offline replicas.
+func (b *Broker) topicMetadata(name string) kmsg.MetadataResponseTopic {
 	mt := kmsg.MetadataResponseTopic{Topic: kmsg.StringPtr(name)}
+	parts, offline := b.store.TopicState(name)
+	if len(parts) == 0 && len(offline) == 0 {
+		mt.ErrorCode = kerrUnknownTopicOrPartition
+		if validateTopicName(name) != nil {
+			mt.ErrorCode = kerrInvalidTopic
+		}
+		return mt
+	}
 	self := []int32{b.cfg.BrokerID}
 	for _, p := range parts {
 		mt.Partitions = append(mt.Partitions, kmsg.MetadataResponseTopicPartition{
-			Partition: p.Partition, Leader: b.cfg.BrokerID, LeaderEpoch: 0,
+			Partition: p.Partition, Leader: b.cfg.BrokerID, LeaderEpoch: leaderEpoch,
 			Replicas: self, ISR: self, OfflineReplicas: []int32{},
+		})
+	}
+	for _, id := range offline {
+		mt.Partitions = append(mt.Partitions, kmsg.MetadataResponseTopicPartition{
+			Partition: id, ErrorCode: kerrKafkaStorageError, Leader: -1, LeaderEpoch: leaderEpoch,
+			Replicas: self, ISR: []int32{}, OfflineReplicas: self,
 		})
 	}
 	return mt

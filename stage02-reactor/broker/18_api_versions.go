@@ -4,7 +4,9 @@ import "github.com/twmb/franz-go/pkg/kmsg"
 
 // ApiVersions (key 18), v0-v3. The client's first request: the broker
 // answers with every API it serves and the version range of each, taken
-// from the broker's API table, so it advertises exactly what is registered.
+// from the broker's API table, so it advertises exactly what is registered,
+// with one deliberate exception: Produce is advertised from v0 (see
+// ProduceAPI).
 // A version the broker does not know gets the same list in a v0 response
 // with UNSUPPORTED_VERSION (see Broker.Handle).
 //
@@ -19,8 +21,12 @@ func handleApiVersions(r *Request) {
 func (b *Broker) apiVersionsResponse() *kmsg.ApiVersionsResponse {
 	resp := kmsg.NewPtrApiVersionsResponse()
 	for _, api := range b.APIs() {
+		min := api.MinVersion
+		if api.AdvertiseV0 {
+			min = 0
+		}
 		resp.ApiKeys = append(resp.ApiKeys, kmsg.ApiVersionsResponseApiKey{
-			ApiKey: api.Key, MinVersion: api.MinVersion, MaxVersion: api.MaxVersion,
+			ApiKey: api.Key, MinVersion: min, MaxVersion: api.MaxVersion,
 		})
 	}
 	return resp

@@ -15,14 +15,30 @@ import (
 // v1 adds ValidateOnly and error messages, v4 lets -1 mean the broker's
 // default partitions and replication factor (KIP-464), v5 is flexible and
 // returns the topic's partitions, replication factor and configs.
+//
+// As in Kafka, a topic named twice in one request gets INVALID_REQUEST for
+// every entry: neither is created. A topic that would take the broker past
+// the partitions it can hold (Store.MaxPartitions) gets POLICY_VIOLATION
+// naming the limit. Creation is all or nothing, and other clients are
+// served while the files are made (see Store.CreateTopic).
 var createTopicsAPI = API{Key: 19, MinVersion: 0, MaxVersion: 5, Handle: handleCreateTopics}
 
 func handleCreateTopics(r *Request) {
 	req := r.Body.(*kmsg.CreateTopicsRequest)
 	resp := kmsg.NewPtrCreateTopicsResponse()
+	named := make(map[string]int, len(req.Topics))
+	for _, rt := range req.Topics {
+		named[rt.Topic]++
+	}
 	for _, rt := range req.Topics {
 		st := kmsg.CreateTopicsResponseTopic{Topic: rt.Topic, NumPartitions: -1, ReplicationFactor: -1}
-		if code, msg := r.Broker.createTopic(r.Header.APIVersion, &rt, req.ValidateOnly, &st); code != 0 {
+		code, msg := int16(0), ""
+		if n := named[rt.Topic]; n > 1 {
+			code, msg = kerrInvalidRequest, fmt.Sprintf("the request names topic %q %d times", rt.Topic, n)
+		} else {
+			code, msg = r.Broker.createTopic(r.Header.APIVersion, &rt, req.ValidateOnly, &st)
+		}
+		if code != 0 {
 			st.ErrorCode, st.ErrorMessage = code, &msg
 		}
 		resp.Topics = append(resp.Topics, st)
@@ -80,14 +96,20 @@ func (b *Broker) createTopic(version int16, rt *kmsg.CreateTopicsRequestTopic, v
 		st.Configs = append(st.Configs, kmsg.CreateTopicsResponseTopicConfig{Name: name, Value: &value, Source: 1}) // DYNAMIC_TOPIC_CONFIG
 	}
 	if validateOnly {
+		if err := b.store.Fits(int(partitions)); err != nil {
+			return kerrPolicyViolation, err.Error()
+		}
 		return 0, ""
 	}
 	if len(configs) == 0 {
 		configs = nil
 	}
 	if _, err := b.store.CreateTopic(rt.Topic, partitions, configs); err != nil {
-		if errors.Is(err, ErrTopicExists) {
+		switch {
+		case errors.Is(err, ErrTopicExists):
 			return kerrTopicAlreadyExists, err.Error()
+		case errors.Is(err, ErrTooManyPartitions):
+			return kerrPolicyViolation, err.Error()
 		}
 		return kerrUnknownServerError, err.Error()
 	}

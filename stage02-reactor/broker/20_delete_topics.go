@@ -1,6 +1,8 @@
 package broker
 
 import (
+	"errors"
+
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -15,9 +17,9 @@ func handleDeleteTopics(r *Request) {
 	resp := kmsg.NewPtrDeleteTopicsResponse()
 	for _, name := range req.TopicNames {
 		st := kmsg.DeleteTopicsResponseTopic{Topic: kmsg.StringPtr(name)}
-		if len(r.Broker.store.TopicPartitions(name)) == 0 {
+		if err := r.Broker.store.DeleteTopic(name); errors.Is(err, ErrUnknownTopic) {
 			st.ErrorCode = kerrUnknownTopicOrPartition
-		} else if err := r.Broker.store.DeleteTopic(name); err != nil {
+		} else if err != nil {
 			st.ErrorCode = kerrUnknownServerError
 			msg := err.Error()
 			st.ErrorMessage = &msg

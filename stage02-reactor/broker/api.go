@@ -16,6 +16,10 @@ type API struct {
 	Key        int16
 	MinVersion int16
 	MaxVersion int16
+	// AdvertiseV0 makes ApiVersions advertise v0 as the minimum although
+	// v0..MinVersion-1 are refused (the connection closes, as for any
+	// version not served). Only Produce does this: see ProduceAPI.
+	AdvertiseV0 bool
 	// Handle serves one request. It runs on a RequestHandlerPool goroutine
 	// and must answer exactly once, now or later (a long-poll fetch answers
 	// from a timer): with Respond, RespondSends or NoResponse.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"log/slog"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -47,6 +48,14 @@ func startSteadyProducer(t *testing.T, tb *testBroker, topic string) *steadyProd
 	}()
 	t.Cleanup(func() { close(sp.stop); <-sp.done })
 	return sp
+}
+
+// keepsGoingWithin waits at most d for n more acknowledged records.
+func (sp *steadyProducer) keepsGoingWithin(t *testing.T, n int64, d time.Duration) {
+	t.Helper()
+	target := sp.acked.Load() + n
+	require.Eventually(t, func() bool { return sp.acked.Load() >= target }, d, time.Millisecond,
+		"the other client's produce requests stalled")
 }
 
 // keepsGoing waits until the producer has had n more records acknowledged.
@@ -170,4 +179,24 @@ func produceRaw(t *testing.T, tb *testBroker, topic string, partition int32, rec
 	resp, err := req.RequestWith(context.Background(), tb.client())
 	require.NoError(t, err)
 	return resp.Topics[0].Partitions[0]
+}
+
+// TestABadCRCIsCountedNotLoggedAsAnError: a client's damaged batch is the
+// client's problem. It gets CORRUPT_MESSAGE, is counted (Kafka's
+// InvalidMessageCrcRecordsPerSec), and does not write an ERROR line: a
+// client sending them in a loop must not flood the broker's log.
+func TestABadCRCIsCountedNotLoggedAsAnError(t *testing.T) {
+	errors := newLevelCounter(slog.LevelError)
+	tb := startBrokerWith(t, Options{Logger: slog.New(errors)})
+	tb.createTopic("crc", 1)
+	bad := batchOf(t, "a", "b")
+	bad[len(bad)-1] ^= 0xff
+	for range 100 {
+		require.Equal(t, kerr.CorruptMessage.Code, produceRaw(t, tb, "crc", 0, bad).ErrorCode)
+	}
+	require.Equal(t, uint64(100), tb.Counters().InvalidMessageCRCRecords.Load())
+	require.Equal(t, uint64(100), tb.Counters().FailedProduceRequests.Load())
+	require.Zero(t, errors.n.Load(), "logged at ERROR: %v", errors.last.Load())
+	p, _ := tb.Store().Partition("crc", 0)
+	require.Zero(t, p.Log.EndOffset(), "nothing was appended")
 }

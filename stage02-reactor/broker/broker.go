@@ -24,6 +24,8 @@ type Broker struct {
 	opts   Options
 	apis   map[int16]API // set up before Start; read-only afterwards
 
+	counters Counters // refused batches and failed appends
+
 	// shutdown is closed when Shutdown begins, so that waiting requests
 	// (long-poll fetches) answer at once instead of holding shutdown up.
 	shutdown     chan struct{}
@@ -41,6 +43,9 @@ type Options struct {
 	// before the logs close: stage 03 stops its replica fetchers and writes
 	// its high watermark checkpoint there.
 	BeforeClose func() error
+	// MaxPartitions caps the partitions the broker holds; 0 means
+	// DefaultMaxPartitions() (what the machine's open-file limit allows).
+	MaxPartitions int
 }
 
 // New opens the broker's log directory and registers the APIs of this
@@ -52,7 +57,7 @@ func New(cfg Config, opts Options) (*Broker, error) {
 	if opts.ServerFactory == nil {
 		opts.ServerFactory = network.NewServer
 	}
-	store, err := OpenStore(cfg.LogDir, cfg.BrokerID, cfg.Log, opts.Logger)
+	store, err := OpenStore(cfg.LogDir, cfg.BrokerID, cfg.Log, StoreOptions{MaxPartitions: opts.MaxPartitions, Logger: opts.Logger})
 	if err != nil {
 		return nil, err
 	}

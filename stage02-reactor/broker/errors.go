@@ -21,4 +21,5 @@ var (
 	kerrUnknownServerError       = kerr.UnknownServerError.Code
 	kerrInvalidReplicaAssignment = kerr.InvalidReplicaAssignment.Code
 	kerrKafkaStorageError        = kerr.KafkaStorageError.Code
+	kerrPolicyViolation          = kerr.PolicyViolation.Code
 )

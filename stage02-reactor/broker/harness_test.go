@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"path/filepath"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -21,9 +22,11 @@ var quietLogger = slog.New(slog.DiscardHandler)
 // testBroker is a broker on 127.0.0.1 with its log directory in a temp dir.
 type testBroker struct {
 	*Broker
-	t     *testing.T
-	dir   string
-	props map[string]string
+	t      *testing.T
+	dir    string
+	props  map[string]string
+	logger *slog.Logger // quietLogger unless a test watches the log
+	opts   Options      // Options beyond the logger
 }
 
 // startBroker starts a broker; overrides are Kafka keys and values.
@@ -36,16 +39,58 @@ func startBroker(t *testing.T, overrides ...string) *testBroker {
 	for i := 0; i+1 < len(overrides); i += 2 {
 		props[overrides[i]] = overrides[i+1]
 	}
-	tb := &testBroker{t: t, dir: props["log.dirs"], props: props}
+	tb := &testBroker{t: t, dir: props["log.dirs"], props: props, logger: quietLogger}
 	tb.start()
 	return tb
 }
 
+// startBrokerWith starts a broker with options and a logger of the test's.
+func startBrokerWith(t *testing.T, opts Options, overrides ...string) *testBroker {
+	t.Helper()
+	props := map[string]string{
+		"listeners": "PLAINTEXT://127.0.0.1:0",
+		"log.dirs":  filepath.Join(t.TempDir(), "kafka-logs"),
+	}
+	for i := 0; i+1 < len(overrides); i += 2 {
+		props[overrides[i]] = overrides[i+1]
+	}
+	logger := opts.Logger
+	if logger == nil {
+		logger = quietLogger
+	}
+	tb := &testBroker{t: t, dir: props["log.dirs"], props: props, logger: logger, opts: opts}
+	tb.start()
+	return tb
+}
+
+// levelCounter is a slog handler that counts records at or above a level,
+// for tests that check what a broker logs.
+type levelCounter struct {
+	level slog.Level
+	n     *atomic.Int64
+	last  *atomic.Value // the last counted message
+}
+
+func newLevelCounter(level slog.Level) levelCounter {
+	return levelCounter{level: level, n: new(atomic.Int64), last: new(atomic.Value)}
+}
+
+func (h levelCounter) Enabled(_ context.Context, l slog.Level) bool { return l >= h.level }
+func (h levelCounter) Handle(_ context.Context, r slog.Record) error {
+	h.n.Add(1)
+	h.last.Store(r.Message)
+	return nil
+}
+func (h levelCounter) WithAttrs([]slog.Attr) slog.Handler { return h }
+func (h levelCounter) WithGroup(string) slog.Handler      { return h }
+
 func (tb *testBroker) start() {
 	tb.t.Helper()
-	cfg, err := ParseConfig(tb.props, quietLogger)
+	cfg, err := ParseConfig(tb.props, tb.logger)
 	require.NoError(tb.t, err)
-	b, err := New(cfg, Options{Logger: quietLogger})
+	opts := tb.opts
+	opts.Logger = tb.logger
+	b, err := New(cfg, opts)
 	require.NoError(tb.t, err)
 	require.NoError(tb.t, b.Start())
 	tb.Broker = b

@@ -3,6 +3,8 @@ package broker
 import (
 	"context"
 	"encoding/binary"
+	"fmt"
+	"math"
 	"testing"
 	"time"
 
@@ -46,13 +48,67 @@ func TestProduceValidationFollowsKafkasLogValidator(t *testing.T) {
 		}(), kerr.InvalidRecord.Code},
 		{"control batch", func() []byte { b := good(); b[22] |= 0x20; return fixCRC(b) }(), kerr.InvalidRecord.Code},
 		{"bigger than message.max.bytes", batchOf(t, string(make([]byte, 2000))), kerr.MessageTooLarge.Code},
+		{"record count 0", withCount(t, good(), 0, -1), kerr.InvalidRecord.Code},
+		{"record count -1", withCount(t, good(), -1, -2), kerr.InvalidRecord.Code},
+		{"gzip", compressed(t, record.CodecGzip, 40), 0},
+		{"snappy", compressed(t, record.CodecSnappy, 40), 0},
+		{"lz4", compressed(t, record.CodecLZ4, 40), 0},
+		{"zstd", compressed(t, record.CodecZstd, 40), 0},
+		{"gzip of garbage", withRecords(t, record.CodecGzip, 3, []byte("not gzip at all, just text")), kerr.CorruptMessage.Code},
+		{"zstd of garbage", withRecords(t, record.CodecZstd, 3, []byte("not zstd at all, just text")), kerr.CorruptMessage.Code},
+		{"unknown codec 7", func() []byte { b := compressed(t, record.CodecGzip, 3); b[22] |= 7; return fixCRC(b) }(), kerr.CorruptMessage.Code},
+		{"gzip claiming 2^31-1 records", withCount(t, compressed(t, record.CodecGzip, 3), math.MaxInt32, math.MaxInt32-1), kerr.InvalidRecord.Code},
+		{"gzip holding fewer records than it claims", withCount(t, compressed(t, record.CodecGzip, 3), 5, 4), kerr.CorruptMessage.Code},
+		{"zstd bomb: 64 MiB of zeros in one record", withRecords(t, record.CodecZstd, 1, zeroRecord(t, record.CodecZstd, 64<<20)), kerr.MessageTooLarge.Code},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			code, msg := ValidateProducedBatch(tt.in, 1000)
+			code, msg := validateBatch(tt.in, 1000)
 			require.Equal(t, tt.code, code, msg)
 		})
 	}
+}
+
+// compressed returns a batch of n small records compressed with c.
+func compressed(t *testing.T, c record.Codec, n int) []byte {
+	t.Helper()
+	b := record.NewBatch(0)
+	for i := range n {
+		b.Records = append(b.Records, record.Record{OffsetDelta: int32(i), Value: []byte(fmt.Sprintf("value %d", i))})
+	}
+	b.Attributes = b.Attributes.WithCodec(c)
+	out, err := record.AppendBatch(nil, b)
+	require.NoError(t, err)
+	return out
+}
+
+// withRecords builds a batch by hand: a header saying codec c and count
+// records, then body as the (supposedly compressed) records.
+func withRecords(t *testing.T, c record.Codec, count int32, body []byte) []byte {
+	t.Helper()
+	b := withCount(t, compressed(t, c, 1)[:record.HeaderSize], count, count-1)
+	b = append(b, body...)
+	binary.BigEndian.PutUint32(b[8:], uint32(len(b)-record.LogOverhead))
+	binary.BigEndian.PutUint32(b[17:], record.Checksum(b))
+	return b
+}
+
+// zeroRecord is one record whose value is n zero bytes, encoded and
+// compressed with c: a few kilobytes that inflate to n.
+func zeroRecord(t *testing.T, c record.Codec, n int) []byte {
+	r := record.Record{Value: make([]byte, n)}
+	out, err := record.AppendCompressed(nil, r.AppendTo(nil), c)
+	require.NoError(t, err)
+	return out
+}
+
+// withCount sets a batch's recordsCount and lastOffsetDelta, CRC fixed.
+func withCount(t *testing.T, b []byte, count, lastOffsetDelta int32) []byte {
+	b = append([]byte(nil), b...)
+	binary.BigEndian.PutUint32(b[57:], uint32(count))
+	binary.BigEndian.PutUint32(b[23:], uint32(lastOffsetDelta))
+	binary.BigEndian.PutUint32(b[17:], record.Checksum(b))
+	return b
 }
 
 func TestProduceErrorsAreKafkaCodes(t *testing.T) {

@@ -11,6 +11,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
+// TestApiVersionsAdvertisesExactlyTheAPITable, with Produce from v0 (see
+// ProduceAPI: what librdkafka needs to compress).
 func TestApiVersionsAdvertisesExactlyTheAPITable(t *testing.T) {
 	tb := startBroker(t)
 	resp, err := kmsg.NewPtrApiVersionsRequest().RequestWith(context.Background(), tb.client())
@@ -21,7 +23,7 @@ func TestApiVersionsAdvertisesExactlyTheAPITable(t *testing.T) {
 		got = append(got, kmsg.ApiVersionsResponseApiKey{ApiKey: k.ApiKey, MinVersion: k.MinVersion, MaxVersion: k.MaxVersion})
 	}
 	require.Equal(t, []kmsg.ApiVersionsResponseApiKey{
-		{ApiKey: 0, MinVersion: 3, MaxVersion: 9},  // Produce
+		{ApiKey: 0, MinVersion: 0, MaxVersion: 9},  // Produce: v0-v2 advertised, refused
 		{ApiKey: 1, MinVersion: 4, MaxVersion: 12}, // Fetch
 		{ApiKey: 2, MinVersion: 1, MaxVersion: 6},  // ListOffsets
 		{ApiKey: 3, MinVersion: 1, MaxVersion: 9},  // Metadata
@@ -29,6 +31,18 @@ func TestApiVersionsAdvertisesExactlyTheAPITable(t *testing.T) {
 		{ApiKey: 19, MinVersion: 0, MaxVersion: 5}, // CreateTopics
 		{ApiKey: 20, MinVersion: 0, MaxVersion: 5}, // DeleteTopics
 	}, got)
+}
+
+func TestProduceV2IsAdvertisedButRefused(t *testing.T) {
+	tb := startBroker(t)
+	tb.createTopic("old", 1)
+	c := tb.dial()
+	req := kmsg.NewPtrProduceRequest()
+	req.SetVersion(2)
+	req.Acks = 1
+	req.Topics = []kmsg.ProduceRequestTopic{{Topic: "old", Partitions: []kmsg.ProduceRequestTopicPartition{{Records: []byte("a magic 1 message set")}}}}
+	c.send(req, 1)
+	require.True(t, c.closedByBroker(), "v0-v2 carry old message formats: the connection closes")
 }
 
 func TestUnsupportedApiVersionsVersionGetsV0ErrorWithTheList(t *testing.T) {

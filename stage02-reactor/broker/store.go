@@ -1,18 +1,14 @@
 package broker
 
 import (
-	"crypto/rand"
-	"encoding/base64"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
+	"strings"
 	"sync"
-	"time"
 
 	"github.com/kafkaworkbook/workbook/stage01-log/commitlog"
 )
@@ -21,55 +17,16 @@ import (
 var (
 	ErrTopicExists  = errors.New("broker: topic already exists")
 	ErrUnknownTopic = errors.New("broker: unknown topic")
+	// ErrTooManyPartitions: creating the partitions would take the broker
+	// past the partitions it can hold (StoreOptions.MaxPartitions).
+	ErrTooManyPartitions = errors.New("broker: too many partitions")
 )
 
-// Files the Store keeps in the log directory beside the partition logs.
-const (
-	// metaPropertiesFile is Kafka's meta.properties: which broker and
-	// cluster the log directory belongs to.
-	metaPropertiesFile = "meta.properties"
-	// topicConfigsFile holds each topic's own configs. From stage 05 they
-	// live in ZooKeeper, as in Kafka; a single broker keeps them here.
-	topicConfigsFile = "topic-configs.json"
-)
-
-// Signal wakes waiters when something they wait for may have happened: a
-// long-poll fetch waiting for records, a producer waiting for replication.
-// A waiter registers a channel with a buffer of one; Notify sends on each
-// without blocking, so a wake-up is never lost and never piles up.
-type Signal struct {
-	mu      sync.Mutex             // guards waiters
-	waiters map[chan struct{}]bool // channels to signal
-}
-
-// Watch registers ch, which should have a buffer of one.
-func (s *Signal) Watch(ch chan struct{}) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.waiters == nil {
-		s.waiters = map[chan struct{}]bool{}
-	}
-	s.waiters[ch] = true
-}
-
-// Unwatch removes a channel registered with Watch.
-func (s *Signal) Unwatch(ch chan struct{}) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	delete(s.waiters, ch)
-}
-
-// Notify signals every registered channel.
-func (s *Signal) Notify() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for ch := range s.waiters {
-		select {
-		case ch <- struct{}{}:
-		default:
-		}
-	}
-}
+// creatingMarkerPrefix names the file that marks a topic whose creation is
+// under way: ".creating-<topic>" in the log directory. A start-up that finds
+// one deletes whatever partitions of that topic exist, since the creation
+// never finished and was never acknowledged.
+const creatingMarkerPrefix = ".creating-"
 
 // Partition is one partition this broker holds: its log, and a Signal
 // raised after every append (long-poll fetches; stage 03's followers).
@@ -79,26 +36,50 @@ type Partition struct {
 	Appended Signal
 }
 
+// StoreOptions are the parts of a Store that are not Kafka configuration.
+type StoreOptions struct {
+	// MaxPartitions is the most partitions the store will hold; creating
+	// more fails with ErrTooManyPartitions. 0 means DefaultMaxPartitions().
+	MaxPartitions int
+	Logger        *slog.Logger // slog.Default if nil
+}
+
 // Store is the broker's partition store: the partitions whose replicas this
 // broker holds, each a log of a commitlog.Manager over the log directory,
 // and the topics' own configs. A single broker holds every partition of
 // every topic; from stage 03 a broker holds the replicas it is assigned, so
-// the store is keyed by partition, not by topic.
+// the store is keyed by partition, with an index by topic so that a
+// Metadata request costs what it names, not what the broker holds.
+//
+// Creating a topic takes the store's lock only to reserve its name and its
+// partitions and to publish them: the files are created meanwhile, with
+// every other request served.
 type Store struct {
-	dir       string
-	logs      *commitlog.Manager
-	defaults  commitlog.Config // the broker's log config, before topic overrides
-	clusterID string
-	logger    *slog.Logger
+	dir           string
+	logs          *commitlog.Manager
+	defaults      commitlog.Config // the broker's log config, before topic overrides
+	clusterID     string
+	maxPartitions int
+	logger        *slog.Logger
 
 	mu         sync.RWMutex
 	partitions map[commitlog.TopicPartition]*Partition // Protected by mu.
+	topics     map[string][]*Partition                 // by topic, in partition order. Protected by mu.
+	offline    map[commitlog.TopicPartition]error      // logs that failed to open. Protected by mu.
+	creating   map[string]int32                        // topics being created: partitions reserved. Protected by mu.
 	configs    map[string]map[string]string            // topic -> its overrides. Protected by mu.
 }
 
 // OpenStore opens the log directory dir for broker brokerID, recovering its
 // logs if the last shutdown was not clean, and finds its partitions again.
-func OpenStore(dir string, brokerID int32, cfg commitlog.ManagerConfig, logger *slog.Logger) (*Store, error) {
+// A topic whose creation a crash interrupted is removed.
+func OpenStore(dir string, brokerID int32, cfg commitlog.ManagerConfig, opts StoreOptions) (*Store, error) {
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	if opts.MaxPartitions <= 0 {
+		opts.MaxPartitions = DefaultMaxPartitions()
+	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("log directory: %w", err)
 	}
@@ -110,31 +91,78 @@ func OpenStore(dir string, brokerID int32, cfg commitlog.ManagerConfig, logger *
 	if err != nil {
 		return nil, err
 	}
-	s := &Store{dir: dir, defaults: cfg.Log, clusterID: clusterID, logger: logger,
-		partitions: map[commitlog.TopicPartition]*Partition{}, configs: configs}
-	s.logs, err = commitlog.OpenManager(dir, cfg, commitlog.ManagerOptions{TopicConfig: s.topicConfig, Logger: logger})
+	s := &Store{dir: dir, defaults: cfg.Log, clusterID: clusterID, maxPartitions: opts.MaxPartitions, logger: opts.Logger,
+		partitions: map[commitlog.TopicPartition]*Partition{}, topics: map[string][]*Partition{},
+		creating: map[string]int32{}, configs: configs}
+	s.logs, err = commitlog.OpenManager(dir, cfg, commitlog.ManagerOptions{TopicConfig: s.topicConfig, Logger: opts.Logger})
 	if err != nil {
 		return nil, err
 	}
+	s.offline = s.logs.Offline()
 	for _, tp := range s.logs.Partitions() {
 		l, _ := s.logs.Get(tp)
-		s.partitions[tp] = &Partition{TopicPartition: tp, Log: l}
+		s.addLocked(&Partition{TopicPartition: tp, Log: l})
+	}
+	if err := s.finishInterruptedCreations(); err != nil {
+		s.logs.Close()
+		return nil, err
 	}
 	return s, nil
 }
 
-// topicConfig is the log config of a topic: the broker's defaults with the
-// topic's overrides (which were validated when they were set).
-func (s *Store) topicConfig(topic string) commitlog.Config {
-	s.mu.RLock()
-	overrides := s.configs[topic]
-	s.mu.RUnlock()
-	c, err := s.defaults.Override(overrides)
+// finishInterruptedCreations removes the partitions of every topic whose
+// creation marker is still there: a crash cut the creation short.
+func (s *Store) finishInterruptedCreations() error {
+	markers, err := filepath.Glob(filepath.Join(s.dir, creatingMarkerPrefix+"*"))
 	if err != nil {
-		s.logger.Error("ignoring bad topic configs", "topic", topic, "err", err)
-		return s.defaults
+		return err
 	}
-	return c
+	for _, marker := range markers {
+		topic := strings.TrimPrefix(filepath.Base(marker), creatingMarkerPrefix)
+		parts := s.topics[topic]
+		s.logger.Warn("removing a topic whose creation did not finish", "topic", topic, "partitions_found", len(parts))
+		for _, p := range parts {
+			s.removeLocked(p.TopicPartition)
+			if err := s.logs.DeleteNow(p.TopicPartition); err != nil {
+				return err
+			}
+		}
+		for tp := range s.offline {
+			if tp.Topic == topic {
+				delete(s.offline, tp)
+				os.RemoveAll(filepath.Join(s.dir, tp.String()))
+			}
+		}
+		if _, ok := s.configs[topic]; ok {
+			if err := s.saveTopicConfigsLocked(topic, nil); err != nil {
+				return err
+			}
+		}
+		if err := os.Remove(marker); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// addLocked publishes a partition. Called with mu held (or before the store
+// is shared).
+func (s *Store) addLocked(p *Partition) {
+	s.partitions[p.TopicPartition] = p
+	parts := append(s.topics[p.Topic], p)
+	slices.SortFunc(parts, func(a, b *Partition) int { return int(a.Partition) - int(b.Partition) })
+	s.topics[p.Topic] = parts
+}
+
+// removeLocked forgets a partition. Called with mu held.
+func (s *Store) removeLocked(tp commitlog.TopicPartition) {
+	delete(s.partitions, tp)
+	parts := slices.DeleteFunc(slices.Clone(s.topics[tp.Topic]), func(p *Partition) bool { return p.Partition == tp.Partition })
+	if len(parts) == 0 {
+		delete(s.topics, tp.Topic)
+	} else {
+		s.topics[tp.Topic] = parts
+	}
 }
 
 // Dir is the log directory.
@@ -143,12 +171,42 @@ func (s *Store) Dir() string { return s.dir }
 // ClusterID is the id in meta.properties.
 func (s *Store) ClusterID() string { return s.clusterID }
 
+// MaxPartitions is the most partitions the store will hold.
+func (s *Store) MaxPartitions() int { return s.maxPartitions }
+
 // Partition returns a partition this broker holds.
 func (s *Store) Partition(topic string, partition int32) (*Partition, bool) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	p, ok := s.partitions[commitlog.TopicPartition{Topic: topic, Partition: partition}]
 	return p, ok
+}
+
+// Lookup returns a partition this broker holds, or the Kafka error code for
+// one it cannot serve: KAFKA_STORAGE_ERROR for a partition whose log is
+// offline, UNKNOWN_TOPIC_OR_PARTITION for one it does not have.
+func (s *Store) Lookup(topic string, partition int32) (*Partition, int16) {
+	tp := commitlog.TopicPartition{Topic: topic, Partition: partition}
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if p, ok := s.partitions[tp]; ok {
+		return p, 0
+	}
+	if _, ok := s.offline[tp]; ok {
+		return nil, kerrKafkaStorageError
+	}
+	return nil, kerrUnknownTopicOrPartition
+}
+
+// Offline lists the partitions whose logs could not be opened, with why.
+func (s *Store) Offline() map[commitlog.TopicPartition]error {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	out := make(map[commitlog.TopicPartition]error, len(s.offline))
+	for tp, err := range s.offline {
+		out[tp] = err
+	}
+	return out
 }
 
 // Partitions lists the partitions this broker holds, by topic and number.
@@ -163,42 +221,84 @@ func (s *Store) Partitions() []*Partition {
 	return out
 }
 
-// TopicPartitions lists the partitions of one topic this broker holds.
+// TopicPartitions lists the partitions of one topic this broker holds, in
+// partition order. It costs the topic's partitions, whatever else the
+// broker holds.
 func (s *Store) TopicPartitions(topic string) []*Partition {
-	var out []*Partition
-	for _, p := range s.Partitions() {
-		if p.Topic == topic {
-			out = append(out, p)
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return slices.Clone(s.topics[topic])
+}
+
+// TopicState returns a topic's partitions this broker serves, in partition
+// order, and the numbers of those whose logs are offline.
+func (s *Store) TopicState(topic string) (parts []*Partition, offline []int32) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	for tp := range s.offline {
+		if tp.Topic == topic {
+			offline = append(offline, tp.Partition)
 		}
 	}
+	slices.Sort(offline)
+	return slices.Clone(s.topics[topic]), offline
+}
+
+// TopicNames lists the topics with partitions here, served or offline,
+// sorted.
+func (s *Store) TopicNames() []string {
+	s.mu.RLock()
+	out := make([]string, 0, len(s.topics))
+	for name := range s.topics {
+		out = append(out, name)
+	}
+	for tp := range s.offline {
+		if _, ok := s.topics[tp.Topic]; !ok && !slices.Contains(out, tp.Topic) {
+			out = append(out, tp.Topic)
+		}
+	}
+	s.mu.RUnlock()
+	slices.Sort(out)
 	return out
 }
 
-// Topics lists the topics this broker holds partitions of.
+// Topics lists the topics this broker holds partitions of, sorted.
 func (s *Store) Topics() []string {
-	var out []string
-	for _, p := range s.Partitions() {
-		if len(out) == 0 || out[len(out)-1] != p.Topic {
-			out = append(out, p.Topic)
-		}
+	s.mu.RLock()
+	out := make([]string, 0, len(s.topics))
+	for name := range s.topics {
+		out = append(out, name)
 	}
+	s.mu.RUnlock()
+	slices.Sort(out)
 	return out
 }
 
-// ValidateTopicConfigs checks a topic's configs against the log's keys.
-func (s *Store) ValidateTopicConfigs(configs map[string]string) (commitlog.Config, error) {
-	return s.defaults.Override(configs)
+// count is the partitions held, offline or being created: what counts
+// against MaxPartitions. Called with mu held.
+func (s *Store) countLocked() int {
+	n := len(s.partitions) + len(s.offline)
+	for _, reserved := range s.creating {
+		n += int(reserved)
+	}
+	return n
 }
 
-// SetTopicConfigs validates and stores a topic's own configs; nil removes
-// them. Partitions created afterwards use them.
-func (s *Store) SetTopicConfigs(topic string, configs map[string]string) error {
-	if _, err := s.ValidateTopicConfigs(configs); err != nil {
-		return err
+// reserveLocked checks that n more partitions fit. Called with mu held.
+func (s *Store) reserveLocked(n int) error {
+	if held := s.countLocked(); held+n > s.maxPartitions {
+		return fmt.Errorf("%w: %d more would make %d, and this broker holds at most %d (each partition keeps a file open; "+
+			"the limit follows the open-file limit, see DefaultMaxPartitions)", ErrTooManyPartitions, n, held+n, s.maxPartitions)
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.saveTopicConfigsLocked(topic, configs)
+	return nil
+}
+
+// Fits reports, as ErrTooManyPartitions, whether n more partitions would
+// take the broker past MaxPartitions.
+func (s *Store) Fits(n int) error {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.reserveLocked(n)
 }
 
 // CreatePartition creates the log of one partition, with its topic's
@@ -208,13 +308,19 @@ func (s *Store) CreatePartition(tp commitlog.TopicPartition) (*Partition, error)
 	if err := validateTopicName(tp.Topic); err != nil {
 		return nil, err
 	}
+	s.mu.Lock()
+	err := s.reserveLocked(1)
+	s.mu.Unlock()
+	if err != nil {
+		return nil, err
+	}
 	l, err := s.logs.Create(tp, s.topicConfig(tp.Topic))
 	if err != nil {
 		return nil, err
 	}
 	p := &Partition{TopicPartition: tp, Log: l}
 	s.mu.Lock()
-	s.partitions[tp] = p
+	s.addLocked(p)
 	s.mu.Unlock()
 	return p, nil
 }
@@ -222,126 +328,136 @@ func (s *Store) CreatePartition(tp commitlog.TopicPartition) (*Partition, error)
 // DeletePartition deletes a partition's log.
 func (s *Store) DeletePartition(tp commitlog.TopicPartition) error {
 	s.mu.Lock()
-	delete(s.partitions, tp)
+	s.removeLocked(tp)
 	s.mu.Unlock()
 	return s.logs.Delete(tp)
 }
 
 // CreateTopic creates a topic with all its partitions on this broker, the
-// single-broker case.
+// single-broker case. It is all or nothing: a creation that fails (out of
+// file descriptors, a full disk) removes what it made, and one that a
+// crash interrupts is removed at the next start. The store's lock is held
+// only to reserve the name and the partitions and to publish them, so other
+// clients are served while the files are created. A topic that would take
+// the broker past MaxPartitions is refused with ErrTooManyPartitions.
 func (s *Store) CreateTopic(name string, partitions int32, configs map[string]string) ([]*Partition, error) {
 	if err := validateTopicName(name); err != nil {
 		return nil, err
 	}
-	if _, err := s.ValidateTopicConfigs(configs); err != nil {
+	cfg, err := s.ValidateTopicConfigs(configs)
+	if err != nil {
 		return nil, err
 	}
 	s.mu.Lock()
+	if err := s.checkNewTopicLocked(name); err != nil {
+		s.mu.Unlock()
+		return nil, err
+	}
+	if err := s.reserveLocked(int(partitions)); err != nil {
+		s.mu.Unlock()
+		return nil, err
+	}
+	s.creating[name] = partitions
+	s.mu.Unlock()
+
+	created, err := s.createLogs(name, partitions, configs, cfg)
+
+	s.mu.Lock()
 	defer s.mu.Unlock()
-	for tp := range s.partitions {
+	delete(s.creating, name)
+	if err != nil {
+		return nil, err
+	}
+	for _, p := range created {
+		s.addLocked(p)
+	}
+	s.logger.Info("created topic", "topic", name, "partitions", partitions, "configs", configs)
+	return slices.Clone(created), nil
+}
+
+// checkNewTopicLocked refuses a name in use: held, offline or being
+// created. Called with mu held.
+func (s *Store) checkNewTopicLocked(name string) error {
+	if _, ok := s.topics[name]; ok {
+		return fmt.Errorf("%w: %s", ErrTopicExists, name)
+	}
+	if _, ok := s.creating[name]; ok {
+		return fmt.Errorf("%w: %s (being created)", ErrTopicExists, name)
+	}
+	for tp := range s.offline {
 		if tp.Topic == name {
-			return nil, fmt.Errorf("%w: %s", ErrTopicExists, name)
+			return fmt.Errorf("%w: %s (offline)", ErrTopicExists, name)
 		}
 	}
+	return nil
+}
+
+// createLogs makes the topic's files under its creation marker: the
+// configs, then one log per partition. On failure it removes everything it
+// made, marker last.
+func (s *Store) createLogs(name string, partitions int32, configs map[string]string, cfg commitlog.Config) (created []*Partition, err error) {
+	marker := filepath.Join(s.dir, creatingMarkerPrefix+name)
+	if err := commitlog.WriteFileAtomic(marker, nil); err != nil {
+		return nil, fmt.Errorf("create topic %s: %w", name, err)
+	}
+	defer func() {
+		if err != nil {
+			for _, p := range created {
+				err = errors.Join(err, s.logs.DeleteNow(p.TopicPartition))
+			}
+			if len(configs) > 0 {
+				s.mu.Lock()
+				err = errors.Join(err, s.saveTopicConfigsLocked(name, nil))
+				s.mu.Unlock()
+			}
+		}
+		if rerr := os.Remove(marker); rerr != nil {
+			// Left behind, the marker would delete the topic at the next
+			// start: say so loudly.
+			s.logger.Error("could not remove a topic's creation marker", "topic", name, "marker", marker, "err", rerr)
+		}
+	}()
 	if len(configs) > 0 {
-		if err := s.saveTopicConfigsLocked(name, configs); err != nil {
+		s.mu.Lock()
+		err := s.saveTopicConfigsLocked(name, configs)
+		s.mu.Unlock()
+		if err != nil {
 			return nil, err
 		}
 	}
-	cfg, _ := s.defaults.Override(configs)
-	var created []*Partition
 	for i := range partitions {
 		tp := commitlog.TopicPartition{Topic: name, Partition: i}
 		l, err := s.logs.Create(tp, cfg)
 		if err != nil {
-			for _, p := range created {
-				delete(s.partitions, p.TopicPartition)
-				s.logs.Delete(p.TopicPartition)
-			}
-			return nil, err
+			return created, fmt.Errorf("create topic %s: partition %d of %d: %w", name, i, partitions, err)
 		}
-		p := &Partition{TopicPartition: tp, Log: l}
-		s.partitions[tp] = p
-		created = append(created, p)
+		created = append(created, &Partition{TopicPartition: tp, Log: l})
 	}
-	s.logger.Info("created topic", "topic", name, "partitions", partitions, "configs", configs)
 	return created, nil
 }
 
 // DeleteTopic deletes every partition of a topic this broker holds, and
 // the topic's configs.
 func (s *Store) DeleteTopic(name string) error {
-	parts := s.TopicPartitions(name)
-	if len(parts) == 0 {
-		return fmt.Errorf("%w: %s", ErrUnknownTopic, name)
+	s.mu.Lock()
+	parts := s.topics[name]
+	for _, p := range parts {
+		s.removeLocked(p.TopicPartition)
 	}
 	var errs []error
-	for _, p := range parts {
-		errs = append(errs, s.DeletePartition(p.TopicPartition))
-	}
-	s.mu.Lock()
-	if _, ok := s.configs[name]; ok {
+	if _, ok := s.configs[name]; ok && len(parts) > 0 {
 		errs = append(errs, s.saveTopicConfigsLocked(name, nil))
 	}
 	s.mu.Unlock()
+	if len(parts) == 0 {
+		return fmt.Errorf("%w: %s", ErrUnknownTopic, name)
+	}
+	for _, p := range parts {
+		errs = append(errs, s.logs.Delete(p.TopicPartition))
+	}
 	s.logger.Info("deleted topic", "topic", name)
 	return errors.Join(errs...)
 }
 
 // Close shuts the logs down cleanly (checkpoints, clean-shutdown marker).
 func (s *Store) Close() error { return s.logs.Close() }
-
-// loadMetaProperties reads meta.properties, writing it on first use. A
-// directory that belongs to another broker id is refused, as Kafka does.
-func loadMetaProperties(dir string, brokerID int32) (clusterID string, err error) {
-	path := filepath.Join(dir, metaPropertiesFile)
-	props, err := readPropertiesFile(path)
-	if errors.Is(err, os.ErrNotExist) {
-		id := make([]byte, 16)
-		rand.Read(id)
-		clusterID = base64.RawURLEncoding.EncodeToString(id)
-		content := fmt.Sprintf("#\n#%s\nversion=0\nbroker.id=%d\ncluster.id=%s\n",
-			time.Now().UTC().Format(time.UnixDate), brokerID, clusterID)
-		if err := commitlog.WriteFileAtomic(path, []byte(content)); err != nil {
-			return "", fmt.Errorf("write %s: %w", path, err)
-		}
-		return clusterID, nil
-	}
-	if err != nil {
-		return "", fmt.Errorf("read %s: %w", path, err)
-	}
-	if got := props["broker.id"]; got != strconv.Itoa(int(brokerID)) {
-		return "", fmt.Errorf("log directory %s belongs to broker.id %s, not %d (see %s)", dir, got, brokerID, path)
-	}
-	return props["cluster.id"], nil
-}
-
-func loadTopicConfigs(dir string) (map[string]map[string]string, error) {
-	data, err := os.ReadFile(filepath.Join(dir, topicConfigsFile))
-	if errors.Is(err, os.ErrNotExist) {
-		return map[string]map[string]string{}, nil
-	}
-	if err != nil {
-		return nil, err
-	}
-	out := map[string]map[string]string{}
-	if err := json.Unmarshal(data, &out); err != nil {
-		return nil, fmt.Errorf("read %s: %w", topicConfigsFile, err)
-	}
-	return out, nil
-}
-
-// saveTopicConfigsLocked sets (or with nil, removes) one topic's configs
-// and persists them all. Called with mu held.
-func (s *Store) saveTopicConfigsLocked(topic string, configs map[string]string) error {
-	if configs == nil {
-		delete(s.configs, topic)
-	} else {
-		s.configs[topic] = configs
-	}
-	data, err := json.MarshalIndent(s.configs, "", "  ")
-	if err != nil {
-		return err
-	}
-	return commitlog.WriteFileAtomic(filepath.Join(s.dir, topicConfigsFile), data)
-}

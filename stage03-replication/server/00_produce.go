@@ -19,7 +19,7 @@ import (
 // is bounded by the request's timeout (REQUEST_TIMED_OUT after it); stage 04
 // makes it a purgatory over the ISR.
 func (s *Server) produceAPI() broker.API {
-	return broker.API{Key: 0, MinVersion: 3, MaxVersion: 9, Handle: s.handleProduce}
+	return broker.ProduceAPI(s.handleProduce)
 }
 
 // awaitingHW is a partition of an acks=all produce waiting for replication.
@@ -84,14 +84,16 @@ func (s *Server) appendPartition(topic string, rp kmsg.ProduceRequestTopicPartit
 		out.ErrorCode = replica.ErrorCode(err)
 		return nil, 0, 0
 	}
-	if code, msg := broker.ValidateProducedBatch(rp.Records, s.Config().MessageMaxBytes); code != 0 {
+	if code, msg := s.ValidateProducedBatch(rp.Records); code != 0 {
 		out.ErrorCode, out.ErrorMessage = code, &msg
 		return nil, 0, 0
 	}
 	_, epoch = p.Leader()
 	first, last, err := p.AppendAsLeader(rp.Records)
 	if err != nil {
-		out.ErrorCode = replica.ErrorCode(err)
+		if out.ErrorCode = replica.ErrorCode(err); out.ErrorCode != kerr.NotLeaderForPartition.Code {
+			s.AppendFailed(p.TopicPartition, err) // counted and logged at the right level
+		}
 		return nil, 0, 0
 	}
 	out.BaseOffset, out.LogStartOffset = first, p.Log.StartOffset()

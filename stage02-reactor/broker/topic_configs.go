@@ -1,0 +1,75 @@
+package broker
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/kafkaworkbook/workbook/stage01-log/commitlog"
+)
+
+// topicConfigsFile holds each topic's own configs. From stage 05 they live
+// in ZooKeeper, as in Kafka; a single broker keeps them here.
+const topicConfigsFile = "topic-configs.json"
+
+// topicConfig is the log config of a topic: the broker's defaults with the
+// topic's overrides (which were validated when they were set).
+func (s *Store) topicConfig(topic string) commitlog.Config {
+	s.mu.RLock()
+	overrides := s.configs[topic]
+	s.mu.RUnlock()
+	c, err := s.defaults.Override(overrides)
+	if err != nil {
+		s.logger.Error("ignoring bad topic configs", "topic", topic, "err", err)
+		return s.defaults
+	}
+	return c
+}
+
+// ValidateTopicConfigs checks a topic's configs against the log's keys.
+func (s *Store) ValidateTopicConfigs(configs map[string]string) (commitlog.Config, error) {
+	return s.defaults.Override(configs)
+}
+
+// SetTopicConfigs validates and stores a topic's own configs; nil removes
+// them. Partitions created afterwards use them.
+func (s *Store) SetTopicConfigs(topic string, configs map[string]string) error {
+	if _, err := s.ValidateTopicConfigs(configs); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.saveTopicConfigsLocked(topic, configs)
+}
+
+func loadTopicConfigs(dir string) (map[string]map[string]string, error) {
+	data, err := os.ReadFile(filepath.Join(dir, topicConfigsFile))
+	if errors.Is(err, os.ErrNotExist) {
+		return map[string]map[string]string{}, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]map[string]string{}
+	if err := json.Unmarshal(data, &out); err != nil {
+		return nil, fmt.Errorf("read %s: %w", topicConfigsFile, err)
+	}
+	return out, nil
+}
+
+// saveTopicConfigsLocked sets (or with nil, removes) one topic's configs
+// and persists them all. Called with mu held.
+func (s *Store) saveTopicConfigsLocked(topic string, configs map[string]string) error {
+	if configs == nil {
+		delete(s.configs, topic)
+	} else {
+		s.configs[topic] = configs
+	}
+	data, err := json.MarshalIndent(s.configs, "", "  ")
+	if err != nil {
+		return err
+	}
+	return commitlog.WriteFileAtomic(filepath.Join(s.dir, topicConfigsFile), data)
+}
