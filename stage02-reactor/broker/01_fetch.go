@@ -18,13 +18,30 @@ import (
 //
 // A fetch is a long poll: when fewer than MinBytes are available the broker
 // holds the request up to MaxWaitMillis and answers as soon as an append
-// brings enough (stage 04 moves this into a purgatory).
+// to one of its partitions brings enough (stage 04 moves this into a
+// purgatory). The wait is capped (maxFetchWait), and a fetch whose client
+// went away is dropped at once (Request.Done).
+//
+// Budgets, as Kafka's: a partition listed more than once is read once (the
+// request is a map keyed by partition; the last listing's offsets win), the
+// response takes at most the request's max_bytes and the broker's
+// fetch.max.bytes, and a partition at most its partition_max_bytes, except
+// that the first partition with data may exceed them by its first batch
+// (KIP-74).
 //
 // v4 adds isolation level and the last stable offset, v5 the log start
 // offset, v7 fetch sessions (KIP-227: we never create one, SessionID 0, so
 // every fetch is a full fetch), v9 the current leader epoch (KIP-320), v11
 // the rack for follower fetching, v12 is flexible. v13 names topics by ID.
 var fetchAPI = FetchAPI(nil)
+
+// maxFetchWait caps a fetch's max_wait_ms, which a client may set to 24
+// days: an abandoned long poll must not hold its connection that long.
+// Kafka's consumers ask for 500 ms (fetch.max.wait.ms), librdkafka for
+// 500 ms, franz-go for 5 s; 30 s is above every default. The wait is also
+// kept under half of connections.max.idle.ms, which closes a connection
+// whose request waits longer.
+const maxFetchWait = 30 * time.Second
 
 // FetchSource is what a fetch reads. The single broker of this stage reads
 // its store (StoreFetchSource); stage 03 plugs in a replica-aware source
@@ -66,27 +83,90 @@ func handleFetch(r *Request, src FetchSource) {
 	if req.SessionID != 0 {
 		// We hand out no sessions, so an incremental fetch names one we
 		// do not have; the client falls back to full fetches.
-		resp := &protocol.FetchResponse{ErrorCode: kerr.FetchSessionIDNotFound.Code}
-		r.RespondSends(protocol.FetchResponseSends(r.Header, resp))
+		respondFetch(r, &protocol.FetchResponse{ErrorCode: kerr.FetchSessionIDNotFound.Code})
 		return
 	}
-	resp, bytes, hasError := readFetch(req, src)
-	wait := time.Duration(req.MaxWaitMillis) * time.Millisecond
+	f := planFetch(req, r.Broker.cfg.FetchMaxBytes)
+	resp, bytes, hasError := f.read(src)
+	wait := min(time.Duration(req.MaxWaitMillis)*time.Millisecond, maxFetchWait)
+	if idle := r.Broker.cfg.Network.ConnectionsMaxIdle; idle > 0 {
+		wait = min(wait, idle/2)
+	}
 	if bytes >= int64(req.MinBytes) || hasError || wait <= 0 {
-		r.RespondSends(protocol.FetchResponseSends(r.Header, resp))
+		respondFetch(r, resp)
 		return
 	}
-	delayFetch(r, req, src, wait)
+	delayFetch(r, f, src, wait)
 }
 
-// delayFetch waits, off the handler pool, for enough bytes, the deadline
-// or shutdown, then answers with a fresh read.
-func delayFetch(r *Request, req *kmsg.FetchRequest, src FetchSource, wait time.Duration) {
+// respondFetch frames a fetch response and sends it. One that cannot be
+// framed (over 2 GiB, which the budgets prevent) closes the connection: the
+// client cannot be told otherwise.
+func respondFetch(r *Request, resp *protocol.FetchResponse) {
+	sends, err := protocol.FetchResponseSends(r.Header, resp)
+	if err != nil {
+		r.Broker.logger.Error("cannot frame a fetch response", "err", err)
+		r.CloseConnection()
+		return
+	}
+	r.RespondSends(sends)
+}
+
+// fetchPlan is a Fetch request as the handler reads it: each partition once,
+// in the order the request first names it, grouped by topic as the
+// response lists them, and the response's byte budget.
+type fetchPlan struct {
+	replicaID int32
+	minBytes  int32
+	maxBytes  int64 // min(max_bytes, fetch.max.bytes)
+	topics    []plannedTopic
+}
+
+type plannedTopic struct {
+	topic      string
+	partitions []*kmsg.FetchRequestTopicPartition
+}
+
+// planFetch dedupes the request's partitions as Kafka's FetchRequest does
+// when it reads them into a LinkedHashMap: the first listing fixes the
+// place, the last one the offsets and limits. A 56 KB request naming one
+// partition 2,000 times reads it once.
+func planFetch(req *kmsg.FetchRequest, fetchMaxBytes int32) *fetchPlan {
+	type key struct {
+		topic     string
+		partition int32
+	}
+	f := &fetchPlan{replicaID: req.ReplicaID, minBytes: req.MinBytes, maxBytes: int64(min(req.MaxBytes, fetchMaxBytes))}
+	slots := map[key]**kmsg.FetchRequestTopicPartition{}
+	for ti := range req.Topics {
+		t := &req.Topics[ti]
+		for pi := range t.Partitions {
+			fp := &t.Partitions[pi]
+			k := key{t.Topic, fp.Partition}
+			if slot, ok := slots[k]; ok {
+				*slot = fp
+				continue
+			}
+			if n := len(f.topics); n == 0 || f.topics[n-1].topic != t.Topic {
+				f.topics = append(f.topics, plannedTopic{topic: t.Topic})
+			}
+			pt := &f.topics[len(f.topics)-1]
+			pt.partitions = append(pt.partitions, fp)
+			slots[k] = &pt.partitions[len(pt.partitions)-1]
+		}
+	}
+	return f
+}
+
+// delayFetch waits, off the handler pool, for enough bytes, the deadline,
+// the client's departure or shutdown, then answers with a fresh read (or,
+// if the client left, does not answer at all).
+func delayFetch(r *Request, f *fetchPlan, src FetchSource, wait time.Duration) {
 	wake := make(chan struct{}, 1)
 	var unwatch []func()
-	for _, t := range req.Topics {
-		for _, fp := range t.Partitions {
-			if u := src.Watch(req.ReplicaID, t.Topic, fp.Partition, wake); u != nil {
+	for _, t := range f.topics {
+		for _, fp := range t.partitions {
+			if u := src.Watch(f.replicaID, t.topic, fp.Partition, wake); u != nil {
 				unwatch = append(unwatch, u)
 			}
 		}
@@ -101,9 +181,10 @@ func delayFetch(r *Request, req *kmsg.FetchRequest, src FetchSource, wait time.D
 	default:
 	}
 	deadline := time.NewTimer(wait)
+	gone := r.Done()
 	answer := func() {
-		resp, _, _ := readFetch(req, src)
-		r.RespondSends(protocol.FetchResponseSends(r.Header, resp))
+		resp, _, _ := f.read(src)
+		respondFetch(r, resp)
 	}
 	r.Broker.Delay(func() {
 		defer deadline.Stop()
@@ -115,14 +196,16 @@ func delayFetch(r *Request, req *kmsg.FetchRequest, src FetchSource, wait time.D
 		for {
 			select {
 			case <-wake:
-				resp, bytes, hasError := readFetch(req, src)
-				if bytes >= int64(req.MinBytes) || hasError {
-					r.RespondSends(protocol.FetchResponseSends(r.Header, resp))
+				resp, bytes, hasError := f.read(src)
+				if bytes >= int64(f.minBytes) || hasError {
+					respondFetch(r, resp)
 					return
 				}
 			case <-deadline.C:
 				answer()
 				return
+			case <-gone:
+				return // the connection closed: nobody to answer
 			case <-r.Broker.shutdown:
 				answer()
 				return
@@ -131,19 +214,18 @@ func delayFetch(r *Request, req *kmsg.FetchRequest, src FetchSource, wait time.D
 	})
 }
 
-// readFetch reads every requested partition within the request's byte
-// budget, and reports the bytes read and whether any partition has an error
-// (errors answer at once, without waiting).
-func readFetch(req *kmsg.FetchRequest, src FetchSource) (resp *protocol.FetchResponse, bytes int64, hasError bool) {
-	resp = &protocol.FetchResponse{}
-	remaining := int64(req.MaxBytes)
-	for _, t := range req.Topics {
-		ft := protocol.FetchTopic{Topic: t.Topic}
-		for i := range t.Partitions {
-			fp := &t.Partitions[i]
+// read reads every planned partition within the byte budget, and reports
+// the bytes read and whether any partition has an error (errors answer at
+// once, without waiting).
+func (f *fetchPlan) read(src FetchSource) (resp *protocol.FetchResponse, bytes int64, hasError bool) {
+	resp = &protocol.FetchResponse{Topics: make([]protocol.FetchTopic, 0, len(f.topics))}
+	remaining := f.maxBytes
+	for _, t := range f.topics {
+		ft := protocol.FetchTopic{Topic: t.topic, Partitions: make([]protocol.FetchPartition, 0, len(t.partitions))}
+		for _, fp := range t.partitions {
 			out := protocol.FetchPartition{Partition: fp.Partition, HighWatermark: -1, LastStableOffset: -1,
 				LogStartOffset: -1, PreferredReadReplica: -1}
-			src.ReadPartition(req.ReplicaID, t.Topic, fp, bytes == 0, &remaining, &out)
+			src.ReadPartition(f.replicaID, t.topic, fp, bytes == 0, &remaining, &out)
 			if out.ErrorCode != 0 {
 				hasError = true
 			} else {

@@ -37,6 +37,11 @@ type Request struct {
 // Received is when the network layer finished reading the request.
 func (r *Request) Received() time.Time { return r.net.Received }
 
+// Done is closed when the request's connection closed before the request
+// was answered (network.Request.Done): a handler that holds the request
+// stops waiting and need not answer.
+func (r *Request) Done() <-chan struct{} { return r.net.Done() }
+
 // Respond encodes resp at the request's version and hands it to the
 // network layer.
 func (r *Request) Respond(resp kmsg.Response) {

@@ -91,6 +91,9 @@ func (b *Broker) Store() *Store { return b.store }
 // Logger is the broker's logger.
 func (b *Broker) Logger() *slog.Logger { return b.logger }
 
+// NetworkStats is a snapshot of the network server's counters.
+func (b *Broker) NetworkStats() network.Stats { return b.server.Stats() }
+
 // Addr is the address the broker listens on.
 func (b *Broker) Addr() net.Addr { return b.server.Addr() }
 

@@ -31,6 +31,7 @@ type Config struct {
 	DefaultReplicationFactor int16
 	AutoCreateTopics         bool  // auto.create.topics.enable
 	MessageMaxBytes          int32 // message.max.bytes: the largest batch accepted
+	FetchMaxBytes            int32 // fetch.max.bytes: the most record bytes one fetch response carries
 	Network                  network.Config
 	Log                      commitlog.ManagerConfig
 }
@@ -93,6 +94,7 @@ var brokerKeys = []brokerKey{
 		return nil
 	}},
 	{"message.max.bytes", "1048588", intKey(0, math.MaxInt32, func(c *Config, v int64) { c.MessageMaxBytes = int32(v) })},
+	{"fetch.max.bytes", "57671680", intKey(1024, math.MaxInt32, func(c *Config, v int64) { c.FetchMaxBytes = int32(v) })},
 	{"num.network.threads", "3", intKey(1, 1024, func(c *Config, v int64) { c.Network.NumNetworkThreads = int(v) })},
 	{"num.io.threads", "8", intKey(1, 1024, func(c *Config, v int64) { c.Network.NumIOThreads = int(v) })},
 	{"queued.max.requests", "500", intKey(1, math.MaxInt32, func(c *Config, v int64) { c.Network.QueuedMaxRequests = int(v) })},
@@ -102,7 +104,18 @@ var brokerKeys = []brokerKey{
 	{"connections.max.idle.ms", "600000", intKey(-1, math.MaxInt64, func(c *Config, v int64) {
 		c.Network.ConnectionsMaxIdle = time.Duration(v) * time.Millisecond
 	})},
-	{"max.connections", "2147483647", intKey(0, math.MaxInt32, func(c *Config, v int64) { c.Network.MaxConnections = int(v) })},
+	// Kafka's default is unlimited; the workbook's is half the open-file
+	// limit, the other half being the partitions' (DefaultMaxPartitions),
+	// so that connections over it are refused at once instead of hanging
+	// in the accept queue when the descriptors run out.
+	{"max.connections", "", func(c *Config, v string) error {
+		if v == "" {
+			c.Network.MaxConnections = DefaultMaxConnections()
+			return nil
+		}
+		return intKey(0, math.MaxInt32, func(c *Config, v int64) { c.Network.MaxConnections = int(v) })(c, v)
+	}},
+	{"queued.max.request.bytes", "268435456", intKey(-1, math.MaxInt64, func(c *Config, v int64) { c.Network.QueuedMaxRequestBytes = v })},
 }
 
 func intKey(min, max int64, set func(c *Config, v int64)) func(c *Config, v string) error {

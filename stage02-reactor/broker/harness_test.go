@@ -122,6 +122,13 @@ func (tb *testBroker) client(opts ...kgo.Opt) *kgo.Client {
 	return cl
 }
 
+// manualClient is a franz-go client that produces to the partition each
+// record names (the default partitioner picks its own).
+func (tb *testBroker) manualClient(opts ...kgo.Opt) *kgo.Client {
+	tb.t.Helper()
+	return tb.client(append([]kgo.Opt{kgo.RecordPartitioner(kgo.ManualPartitioner())}, opts...)...)
+}
+
 // createTopic creates a topic through the protocol, as an admin client does.
 func (tb *testBroker) createTopic(name string, partitions int32) {
 	tb.t.Helper()

@@ -35,6 +35,14 @@ type Config struct {
 	// until handlers make room: back-pressure, nothing is dropped.
 	QueuedMaxRequests int
 
+	// QueuedMaxRequestBytes bounds the bytes all requests hold together,
+	// from their size prefix until they are answered
+	// (queued.max.request.bytes). When it is used up, connections are not
+	// read until a request is answered. Kafka's default is -1 (no bound);
+	// the workbook's is 256 MiB, so that many connections announcing large
+	// requests cannot take the broker's memory. -1: no bound.
+	QueuedMaxRequestBytes int64
+
 	// SocketRequestMaxBytes is the largest size prefix accepted
 	// (socket.request.max.bytes, default 104857600). A connection that sends
 	// a larger or a negative size is closed; the others are not affected.
@@ -77,6 +85,7 @@ const (
 	defaultNumIOThreads          = 8         // num.io.threads
 	defaultQueuedMaxRequests     = 500       // queued.max.requests
 	defaultSocketRequestMaxBytes = 104857600 // socket.request.max.bytes
+	defaultQueuedMaxRequestBytes = 256 << 20 // queued.max.request.bytes (Kafka: -1)
 	defaultConnectionsMaxIdle    = 600000 * time.Millisecond
 	defaultSocketBufferBytes     = 102400 // socket.send.buffer.bytes, socket.receive.buffer.bytes
 )
@@ -89,6 +98,7 @@ func DefaultConfig() Config {
 		NumNetworkThreads:     defaultNumNetworkThreads,
 		NumIOThreads:          defaultNumIOThreads,
 		QueuedMaxRequests:     defaultQueuedMaxRequests,
+		QueuedMaxRequestBytes: defaultQueuedMaxRequestBytes,
 		SocketRequestMaxBytes: defaultSocketRequestMaxBytes,
 		ConnectionsMaxIdle:    defaultConnectionsMaxIdle,
 		MaxConnections:        0,
@@ -113,6 +123,9 @@ func (c Config) normalize() (Config, error) {
 	if c.QueuedMaxRequests == 0 {
 		c.QueuedMaxRequests = d.QueuedMaxRequests
 	}
+	if c.QueuedMaxRequestBytes == 0 {
+		c.QueuedMaxRequestBytes = d.QueuedMaxRequestBytes
+	}
 	if c.SocketRequestMaxBytes == 0 {
 		c.SocketRequestMaxBytes = d.SocketRequestMaxBytes
 	}
@@ -135,6 +148,8 @@ func (c Config) normalize() (Config, error) {
 		return c, fmt.Errorf("%w: num.io.threads = %d, want at least 1", ErrInvalidConfig, c.NumIOThreads)
 	case c.QueuedMaxRequests < 1:
 		return c, fmt.Errorf("%w: queued.max.requests = %d, want at least 1", ErrInvalidConfig, c.QueuedMaxRequests)
+	case c.QueuedMaxRequestBytes < -1:
+		return c, fmt.Errorf("%w: queued.max.request.bytes = %d, want -1 or more", ErrInvalidConfig, c.QueuedMaxRequestBytes)
 	case c.SocketRequestMaxBytes < 1:
 		return c, fmt.Errorf("%w: socket.request.max.bytes = %d, want at least 1", ErrInvalidConfig, c.SocketRequestMaxBytes)
 	case c.MaxConnections < 0:

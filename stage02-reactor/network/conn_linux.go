@@ -33,16 +33,25 @@ type conn struct {
 	// sizeBuf collects the size prefix; sizeN bytes of it are filled.
 	sizeBuf [4]byte
 	sizeN   uint8
-	// inFrame is set once the size is known: body is being filled.
-	inFrame bool
-	// body is the frame being read, allocated to its size; bodyN bytes are
-	// filled. It becomes the Request's Body.
-	body  []byte
-	bodyN int
+	// inFrame is set once the size is known: frameSize is that size.
+	inFrame   bool
+	frameSize int
+	// reserved is set once frameSize bytes are reserved in the server's
+	// memory pool (queued.max.request.bytes); until then the connection
+	// waits in Processor.memParked and is not read.
+	reserved bool
+	// body is the frame being read: len(body) bytes so far. It grows as
+	// bytes arrive (doubling, never past frameSize), so a client that
+	// announces 100 MiB and sends 1 MiB costs 1 MiB. It becomes the
+	// Request's Body.
+	body []byte
 	// ahead holds bytes read past a complete frame (a client pipelining
-	// requests) while the connection is muted; they are parsed on unmute
-	// before the socket is read again.
+	// requests) while the connection is muted or waits for memory; they
+	// are parsed before the socket is read again.
 	ahead []byte
+	// inflight is the request read and not yet answered, to cancel if the
+	// connection closes first (Request.Done).
+	inflight *Request
 
 	// Mute state (Kafka: KafkaChannel's ChannelMuteState).
 
@@ -88,6 +97,10 @@ type conn struct {
 // response queue.
 func (c *conn) respond(r *Request, resp Response) { c.proc.queueResponse(c, resp) }
 
+// watch implements responder: the reactor always hears the peer's close
+// (EPOLLRDHUP), so there is nothing to start.
+func (c *conn) watch(*Request) {}
+
 func (c *conn) logDuplicate(r *Request) {
 	c.proc.logger.Error("Respond called twice for one request; ignoring the second", "conn", r.ConnID)
 }
@@ -99,10 +112,11 @@ func (p *Processor) read(c *conn) {
 	// Mid-frame, read straight into the frame; otherwise into the
 	// Processor's shared scratch buffer, so that an idle connection owns
 	// no buffer at all.
-	direct := c.inFrame
+	direct := c.inFrame && c.reserved
 	buf := p.scratch
 	if direct {
-		buf = c.body[c.bodyN:]
+		c.growBody(0)
+		buf = c.body[len(c.body):cap(c.body)]
 	}
 	n, err := readFD(c.fd, buf)
 	switch {
@@ -122,8 +136,8 @@ func (p *Processor) read(c *conn) {
 	p.stats.bytesIn.Add(uint64(n))
 	p.touch(c)
 	if direct {
-		c.bodyN += n
-		if c.bodyN == len(c.body) {
+		c.body = c.body[:len(c.body)+n]
+		if len(c.body) == c.frameSize {
 			p.completeFrame(c)
 		}
 		return
@@ -131,19 +145,24 @@ func (p *Processor) read(c *conn) {
 	p.consume(c, p.scratch[:n], false)
 }
 
+// growBody makes room in the frame's buffer (see growFrame).
+func (c *conn) growBody(want int) { c.body = growFrame(c.body, c.frameSize, want) }
+
 // consume parses data: size prefixes, frame bodies, complete frames. owned
 // says whether data may be kept as it is (it is c.ahead) or must be copied
 // (it is the scratch buffer).
 func (p *Processor) consume(c *conn, data []byte, owned bool) {
 	for len(data) > 0 {
 		if !p.wantsRead(c) {
-			// Muted by the frame just completed (a pipelining client):
-			// keep the rest for later.
-			if !owned {
-				data = append([]byte(nil), data...)
+			// Muted by the frame just completed (a pipelining client),
+			// or waiting for memory: keep the rest for later.
+			if len(data) > 0 {
+				if !owned {
+					data = append([]byte(nil), data...)
+				}
+				c.ahead = data
 			}
-			c.ahead = data
-			if !c.muted {
+			if !c.muted && !c.waitingForMemory() {
 				p.park(c)
 			}
 			return
@@ -161,18 +180,71 @@ func (p *Processor) consume(c *conn, data []byte, owned bool) {
 				p.closeConn(c, closedBadSize, err)
 				return
 			}
-			c.inFrame = true
-			c.body = make([]byte, size)
-			c.bodyN = 0
+			c.inFrame, c.frameSize = true, int(size)
+			if !p.reserve(c) {
+				continue // waiting for memory: the loop keeps the rest
+			}
 		}
-		k := copy(c.body[c.bodyN:], data)
-		c.bodyN += k
-		data = data[k:]
-		if c.bodyN == len(c.body) {
+		if want := c.frameSize - len(c.body); want > 0 {
+			c.growBody(len(data))
+			k := min(want, cap(c.body)-len(c.body), len(data))
+			c.body = append(c.body, data[:k]...)
+			data = data[k:]
+		}
+		if len(c.body) == c.frameSize {
 			p.completeFrame(c)
 		}
 	}
 }
+
+// reserve reserves the frame's announced size in the memory pool. When the
+// pool is used up it parks the connection until bytes are released, and
+// returns false.
+func (p *Processor) reserve(c *conn) bool {
+	if p.memory.tryReserve(int64(c.frameSize)) {
+		c.reserved = true
+		return true
+	}
+	p.stats.memoryWaits.Add(1)
+	p.memParked = append(p.memParked, c)
+	if !p.memWaiting {
+		// Register, then try once more: a release in between would
+		// otherwise be missed (see memoryPool.notifyWhenFree).
+		p.memWaiting = true
+		p.memory.notifyWhenFree(p.memoryFreed)
+		p.retryMemory()
+	}
+	return c.reserved
+}
+
+// retryMemory gives the connections waiting for memory their reservation,
+// oldest first, while the pool allows, and resumes them.
+func (p *Processor) retryMemory() {
+	for len(p.memParked) > 0 {
+		c := p.memParked[0]
+		if !c.closed && !c.reserved {
+			if !p.memory.tryReserve(int64(c.frameSize)) {
+				if !p.memWaiting {
+					p.memWaiting = true
+					p.memory.notifyWhenFree(p.memoryFreed)
+					continue // and try once more
+				}
+				return
+			}
+			c.reserved = true
+		}
+		p.memParked[0] = nil
+		p.memParked = p.memParked[1:]
+		if !c.closed && c.reserved {
+			p.resume(c)
+		}
+	}
+	p.memParked = nil
+}
+
+// waitingForMemory reports whether c knows its frame's size but has no
+// reservation for it yet.
+func (c *conn) waitingForMemory() bool { return c.inFrame && !c.reserved }
 
 // completeFrame turns the frame just read into a Request, mutes the
 // connection (Kafka mutes a channel after every complete receive) and hands
@@ -185,8 +257,14 @@ func (p *Processor) completeFrame(c *conn) {
 		LocalAddr:  c.local,
 		ConnID:     c.id,
 		from:       c,
+		pool:       p.memory,
+		reserved:   int64(c.frameSize),
 	}
-	c.body, c.bodyN, c.inFrame = nil, 0, false
+	if r.Body == nil {
+		r.Body = []byte{} // a zero-size frame
+	}
+	c.body, c.inFrame, c.frameSize, c.reserved = nil, false, 0, false
+	c.inflight = r
 	c.muted, c.awaiting = true, true
 	p.awaiting++
 	p.stats.requestsRead.Add(1)
@@ -197,10 +275,9 @@ func (p *Processor) completeFrame(c *conn) {
 // queue.
 func (p *Processor) startResponse(c *conn, resp Response) {
 	if c.closed {
-		p.stats.responsesDropped.Add(1)
-		return
+		return // closeConn counted the drop
 	}
-	c.awaiting = false
+	c.awaiting, c.inflight = false, nil
 	p.awaiting--
 	p.touch(c)
 	if resp.NoResponse {
@@ -288,6 +365,8 @@ func (p *Processor) resume(c *conn) {
 	case len(p.pending) > 0:
 		p.park(c)
 		return
+	case c.waitingForMemory():
+		return // retryMemory resumes it
 	}
 	if len(c.ahead) > 0 {
 		data := c.ahead
@@ -296,13 +375,14 @@ func (p *Processor) resume(c *conn) {
 			return
 		}
 	}
-	p.setInterest(c, c.interest|epollIn)
+	p.setInterest(c, c.interest|epollRead)
 }
 
-// wantsRead reports whether c may read: not muted, and the Processor is
-// neither waiting for room in the RequestChannel nor draining.
+// wantsRead reports whether c may read: not muted, not waiting for memory,
+// and the Processor is neither waiting for room in the RequestChannel nor
+// draining.
 func (p *Processor) wantsRead(c *conn) bool {
-	return !c.muted && len(p.pending) == 0 && !p.draining
+	return !c.muted && !c.waitingForMemory() && len(p.pending) == 0 && !p.draining
 }
 
 // stopReading drops EPOLLIN from c's interest set because epoll reported
@@ -310,10 +390,10 @@ func (p *Processor) wantsRead(c *conn) bool {
 // report it in every round. A connection held back only by back-pressure
 // is parked, to be resumed when the RequestChannel has room.
 func (p *Processor) stopReading(c *conn) {
-	if p.setInterest(c, c.interest&^epollIn); c.closed {
+	if p.setInterest(c, c.interest&^epollRead); c.closed {
 		return
 	}
-	if !c.muted && !p.draining {
+	if !c.muted && !c.waitingForMemory() && !p.draining {
 		p.park(c)
 	}
 }

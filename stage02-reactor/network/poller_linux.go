@@ -54,6 +54,10 @@ type poller struct {
 const (
 	epollIn  = unix.EPOLLIN
 	epollOut = unix.EPOLLOUT
+	// epollRead is a connection's read interest: data, and the peer's
+	// close, which a muted connection needs to hear about too (a client
+	// that gives up on a long poll).
+	epollRead = unix.EPOLLIN | unix.EPOLLRDHUP
 )
 
 // openPoller creates the epoll instance and its eventfd.

@@ -85,12 +85,22 @@ type portableConn struct {
 	// response, so Respond never blocks.
 	resp chan Response
 
+	// peerGone is closed by the watcher when the peer closed while a
+	// request waits (see watch).
+	peerGone     chan struct{}
+	peerGoneOnce sync.Once
+
 	// mu orders read deadlines against drain (see armRead) and protects
-	// closed.
+	// the fields below.
 	mu sync.Mutex
 	// closed is set when the goroutine is done with the connection; later
 	// responses are dropped. Protected by mu.
 	closed bool
+	// inflight is the request read and not yet answered. Protected by mu.
+	inflight *Request
+	// watchDone is non-nil while a watcher goroutine runs; it is closed
+	// when the watcher returns. Protected by mu.
+	watchDone chan struct{}
 }
 
 func (t *portableTransport) addr() net.Addr        { return t.ln.Addr() }
@@ -127,11 +137,12 @@ func (t *portableTransport) acceptLoop() {
 		}
 		t.configure(nc)
 		c := &portableConn{
-			t:      t,
-			nc:     nc,
-			remote: nc.RemoteAddr(),
-			local:  nc.LocalAddr(),
-			resp:   make(chan Response, 1),
+			t:        t,
+			nc:       nc,
+			remote:   nc.RemoteAddr(),
+			local:    nc.LocalAddr(),
+			resp:     make(chan Response, 1),
+			peerGone: make(chan struct{}),
 		}
 		c.id = connID(c.local, c.remote, t.nextIndex.Add(1))
 		t.srv.openConns.Add(1)
@@ -217,30 +228,35 @@ func (c *portableConn) loop() (closeReason, error) {
 		if _, err := io.ReadFull(c.nc, size[:]); err != nil {
 			return c.readFailed(err)
 		}
+		t.stats.bytesIn.Add(4)
 		n := int32(binary.BigEndian.Uint32(size[:]))
 		if err := checkSize(n, maxBytes); err != nil {
 			return closedBadSize, err
 		}
-		body := make([]byte, n)
-		if _, err := io.ReadFull(c.nc, body); err != nil {
+		if !c.reserve(int64(n)) {
+			return closedAtShutdown, nil
+		}
+		body, err := c.readBody(int(n))
+		if err != nil {
+			t.srv.memory.release(int64(n))
 			return c.readFailed(err)
 		}
-		t.stats.bytesIn.Add(uint64(4 + n))
 		t.stats.requestsRead.Add(1)
-		r := &Request{Body: body, Received: time.Now(), RemoteAddr: c.remote, LocalAddr: c.local, ConnID: c.id, from: c}
+		r := &Request{Body: body, Received: time.Now(), RemoteAddr: c.remote, LocalAddr: c.local, ConnID: c.id,
+			from: c, pool: t.srv.memory, reserved: int64(n)}
+		c.mu.Lock()
+		c.inflight = r
+		c.mu.Unlock()
 
 		if !t.srv.channel.TrySend(r) {
 			t.stats.backPressure.Add(1) // the queue is full: wait for room
 			if !t.srv.channel.Send(r, t.stop) {
-				t.stats.responsesDropped.Add(1)
-				return closedAtShutdown, nil
+				return closedAtShutdown, nil // close counts the drop and releases r
 			}
 		}
-		var resp Response
-		select {
-		case resp = <-c.resp:
-		case <-t.stop:
-			return closedAtShutdown, nil // the response, when it comes, is dropped
+		resp, reason, ok := c.await()
+		if !ok {
+			return reason, nil // the response, when it comes, is dropped
 		}
 		if resp.NoResponse {
 			t.stats.noResponses.Add(1)
@@ -255,6 +271,78 @@ func (c *portableConn) loop() (closeReason, error) {
 			return closedByResponse, nil
 		}
 	}
+}
+
+// await waits for the response of the request in flight. It gives up, and
+// returns false with the reason, when the server is forced to stop, the
+// peer closed (if a watcher looks, see watch), or no byte moved for
+// connections.max.idle.ms, which a waiting request does not suspend (as in
+// Kafka).
+func (c *portableConn) await() (resp Response, reason closeReason, ok bool) {
+	select {
+	case resp = <-c.resp: // the usual case: answered at once, no timer needed
+		c.stopWatching()
+		return resp, 0, true
+	default:
+	}
+	var idle <-chan time.Time
+	if d := c.t.srv.cfg.ConnectionsMaxIdle; d > 0 {
+		timer := time.NewTimer(d)
+		defer timer.Stop()
+		idle = timer.C
+	}
+	select {
+	case resp = <-c.resp:
+		c.stopWatching()
+		return resp, 0, true
+	case <-c.t.stop:
+		return resp, closedAtShutdown, false
+	case <-c.peerGone:
+		return resp, closedByPeer, false
+	case <-idle:
+		return resp, closedIdle, false
+	}
+}
+
+// reserve reserves a frame's n bytes in the memory pool, waiting while the
+// pool is used up. It returns false if the server is forced to stop first.
+func (c *portableConn) reserve(n int64) bool {
+	pool := c.t.srv.memory
+	for !pool.tryReserve(n) {
+		c.t.stats.memoryWaits.Add(1)
+		freed := make(chan struct{}, 1)
+		pool.notifyWhenFree(func() {
+			select {
+			case freed <- struct{}{}:
+			default:
+			}
+		})
+		if pool.tryReserve(n) { // released between the try and the registration
+			return true
+		}
+		select {
+		case <-freed:
+		case <-c.t.stop:
+			return false
+		}
+	}
+	return true
+}
+
+// readBody reads a frame of n bytes into a buffer that grows as the bytes
+// arrive, so a peer that announces more than it sends costs what it sent.
+func (c *portableConn) readBody(n int) ([]byte, error) {
+	body := make([]byte, 0, min(n, initialBodySize))
+	for len(body) < n {
+		body = growFrame(body, n, 0)
+		m, err := io.ReadFull(c.nc, body[len(body):cap(body)])
+		body = body[:len(body)+m]
+		c.t.stats.bytesIn.Add(uint64(m))
+		if err != nil {
+			return nil, err
+		}
+	}
+	return body, nil
 }
 
 // armRead prepares the read of the next request: it refuses once the
@@ -343,9 +431,9 @@ func (c *portableConn) respond(r *Request, resp Response) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.closed {
-		c.t.stats.responsesDropped.Add(1)
-		return
+		return // close counted the drop
 	}
+	c.inflight = nil
 	c.resp <- resp
 }
 
@@ -356,8 +444,17 @@ func (c *portableConn) logDuplicate(r *Request) {
 // close ends the connection for reason.
 func (c *portableConn) close(reason closeReason, err error) {
 	t := c.t
+	c.stopWatching()
 	c.mu.Lock()
 	c.closed = true
+	if c.inflight != nil {
+		// A handler holding it can let go now, and may never answer:
+		// its bytes go back to the pool here.
+		c.inflight.cancel()
+		c.inflight.release()
+		c.inflight = nil
+		t.stats.responsesDropped.Add(1)
+	}
 	select {
 	case <-c.resp: // answered, but the goroutine left before writing it
 		t.stats.responsesDropped.Add(1)

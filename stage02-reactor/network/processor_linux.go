@@ -29,6 +29,7 @@ type Processor struct {
 	srv             *Server         // for openConns
 	poller          *poller         // epoll instance + eventfd
 	channel         *RequestChannel // where complete requests go
+	memory          *memoryPool     // queued.max.request.bytes, shared by all Processors
 	regionSender    RegionSender    // writes file regions
 	maxRequestBytes int32           // socket.request.max.bytes
 	idleTimeout     int64           // connections.max.idle.ms in ns; <= 0: never
@@ -38,20 +39,25 @@ type Processor struct {
 
 	// The fields below belong to the Processor's goroutine.
 
-	conns    map[int]*conn     // open connections by fd
-	scratch  []byte            // read buffer shared by all connections
-	events   []unix.EpollEvent // epoll_wait's output
-	epoch    time.Time         // origin of nowNs and conn.lastActive
-	now      time.Time         // when the current round's wait returned
-	nowNs    int64             // now - epoch, in ns
-	oldest   *conn             // head of the idle list: least recently active
-	newest   *conn             // tail of the idle list
-	pending  []pendingRequest  // requests read while the RequestChannel was full, oldest first
-	parked   []*conn           // connections that want to read once pending is empty
-	waiting  bool              // registered with RequestChannel.NotifyWhenSpace, wake not yet seen
-	awaiting int               // connections whose request is with the handlers (conn.awaiting)
-	lastWork int64             // nowNs of the last round that had something to do
-	spare    []queuedResponse  // the previous round's response queue, reused to save an allocation per round
+	conns   map[int]*conn     // open connections by fd
+	scratch []byte            // read buffer shared by all connections
+	events  []unix.EpollEvent // epoll_wait's output
+	epoch   time.Time         // origin of nowNs and conn.lastActive
+	now     time.Time         // when the current round's wait returned
+	nowNs   int64             // now - epoch, in ns
+	oldest  *conn             // head of the idle list: least recently active
+	newest  *conn             // tail of the idle list
+	pending []pendingRequest  // requests read while the RequestChannel was full, oldest first
+	parked  []*conn           // connections that want to read once pending is empty
+	// memParked are the connections waiting for memory to read their
+	// frame, oldest first; memWaiting is set while registered with
+	// memoryPool.notifyWhenFree.
+	memParked  []*conn
+	memWaiting bool
+	waiting    bool             // registered with RequestChannel.NotifyWhenSpace, wake not yet seen
+	awaiting   int              // connections whose request is with the handlers (conn.awaiting)
+	lastWork   int64            // nowNs of the last round that had something to do
+	spare      []queuedResponse // the previous round's response queue, reused to save an allocation per round
 	// draining is set by Shutdown's drain order: read nothing new, close
 	// connections once answered.
 	draining bool
@@ -64,8 +70,9 @@ type Processor struct {
 	// responses is this Processor's response queue. Protected by mu.
 	responses []queuedResponse
 	// space: a handler took a request after we found the channel full.
+	// memFree: bytes were released after we found the memory pool used up.
 	// drain, force: Shutdown's orders. Protected by mu.
-	space, drain, force bool
+	space, memFree, drain, force bool
 	// sleeping is set while the Processor waits for events (its goroutine
 	// parked): only then must a producer write the eventfd. Protected by
 	// mu.
@@ -114,6 +121,7 @@ func newProcessor(id int, srv *Server) (*Processor, error) {
 		srv:             srv,
 		poller:          pl,
 		channel:         srv.channel,
+		memory:          srv.memory,
 		regionSender:    rs,
 		maxRequestBytes: srv.cfg.SocketRequestMaxBytes,
 		idleTimeout:     int64(srv.cfg.ConnectionsMaxIdle),
@@ -250,6 +258,16 @@ func (p *Processor) handleEvent(c *conn, events uint32) {
 		p.closeConn(c, closedByPeer, nil)
 		return
 	}
+	if events&unix.EPOLLRDHUP != 0 && c.muted && len(c.ahead) == 0 && !hasUnread(c.fd) {
+		// The peer closed (or shut its sending side) while its request
+		// waits, with nothing more to read: nobody is left to read the
+		// answer. Close now, so that a long poll does not hold the
+		// connection for its whole wait (Request.Done tells its handler).
+		// A peer that pipelined more requests first is served as usual
+		// and meets its EOF later.
+		p.closeConn(c, closedByPeer, nil)
+		return
+	}
 	if events&unix.EPOLLOUT != 0 {
 		if c.sends != nil {
 			p.write(c)
@@ -260,13 +278,19 @@ func (p *Processor) handleEvent(c *conn, events uint32) {
 			return
 		}
 	}
-	if events&unix.EPOLLIN != 0 {
+	if events&(unix.EPOLLIN|unix.EPOLLRDHUP) != 0 {
 		if p.wantsRead(c) {
 			p.read(c)
 		} else {
 			p.stopReading(c)
 		}
 	}
+}
+
+// hasUnread reports whether the socket holds bytes not read yet.
+func hasUnread(fd int) bool {
+	n, err := unix.IoctlGetInt(fd, unix.SIOCINQ)
+	return err != nil || n > 0 // on an error, assume there is: the reads will tell
 }
 
 // runInbox takes the inbox and acts on it. It returns false when the
@@ -277,8 +301,8 @@ func (p *Processor) runInbox() bool {
 	p.newConns = nil
 	responses := p.responses
 	p.responses, p.spare = p.spare, nil
-	space, drain, force := p.space, p.drain, p.force
-	p.space = false
+	space, memFree, drain, force := p.space, p.memFree, p.drain, p.force
+	p.space, p.memFree = false, false
 	p.hasWork.Store(false)
 	p.mu.Unlock()
 
@@ -295,6 +319,10 @@ func (p *Processor) runInbox() bool {
 		p.waiting = false
 		p.flushPending()
 	}
+	if memFree {
+		p.memWaiting = false
+		p.retryMemory()
+	}
 	if force {
 		p.closeAll(closedAtShutdown)
 		return false
@@ -310,8 +338,7 @@ func (p *Processor) queueResponse(c *conn, resp Response) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.closed {
-		p.stats.responsesDropped.Add(1)
-		return
+		return // its connection is closed, and counted the drop
 	}
 	p.responses = append(p.responses, queuedResponse{c: c, resp: resp})
 	p.wakeLocked()
@@ -335,6 +362,14 @@ func (p *Processor) spaceAvailable() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.space = true
+	p.wakeLocked()
+}
+
+// memoryFreed is the memory pool's notifyWhenFree callback.
+func (p *Processor) memoryFreed() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.memFree = true
 	p.wakeLocked()
 }
 
@@ -372,8 +407,8 @@ func (p *Processor) wakeLocked() {
 
 // register adds a connection from the Acceptor to the epoll set.
 func (p *Processor) register(c *conn) {
-	c.interest = epollIn
-	if err := p.poller.add(c.fd, epollIn); err != nil {
+	c.interest = epollRead
+	if err := p.poller.add(c.fd, epollRead); err != nil {
 		p.logger.Error("registering a connection", "conn", c.id, "err", err)
 		unix.Close(c.fd)
 		c.closed = true
@@ -408,7 +443,7 @@ func (p *Processor) flushPending() {
 	for len(p.pending) > 0 {
 		pr := p.pending[0]
 		if pr.c.closed {
-			p.stats.responsesDropped.Add(1) // nobody will ever answer it
+			pr.r.release() // nobody will ever answer it (closeConn counted it)
 		} else if !p.channel.TrySend(pr.r) {
 			if p.waiting {
 				return // still full; the wake-up will come
@@ -452,19 +487,16 @@ func (p *Processor) startDraining() {
 }
 
 // reapIdle closes connections that moved no bytes for
-// connections.max.idle.ms. A connection whose request is with the handlers
-// is not idle (a long poll is waiting, not idling): it is moved to the back
-// of the list instead.
+// connections.max.idle.ms. As in Kafka's Selector, a connection whose
+// request waits for its answer is no exception: a handler holding a
+// request longer than that (a long poll capped well below it, by the
+// broker) sees Request.Done close.
 func (p *Processor) reapIdle() {
 	if p.idleTimeout <= 0 {
 		return
 	}
 	limit := p.nowNs - p.idleTimeout
 	for c := p.oldest; c != nil && c.lastActive <= limit; c = p.oldest {
-		if c.awaiting {
-			p.touch(c)
-			continue
-		}
 		p.closeConn(c, closedIdle, nil)
 	}
 }
@@ -513,6 +545,17 @@ func (p *Processor) closeConn(c *conn, reason closeReason, err error) {
 	c.closed = true
 	if c.awaiting {
 		p.awaiting-- // its response will be dropped when it comes
+		p.stats.responsesDropped.Add(1)
+	}
+	if c.inflight != nil {
+		// A handler holding it can let go now, and may never answer:
+		// its bytes go back to the pool here.
+		c.inflight.cancel()
+		c.inflight.release()
+		c.inflight = nil
+	}
+	if c.inFrame && c.reserved {
+		p.memory.release(int64(c.frameSize)) // a frame cut short
 	}
 	if c.sends != nil {
 		p.stats.responsesDropped.Add(1)
@@ -537,9 +580,12 @@ func (p *Processor) closeAll(reason closeReason) {
 	for _, c := range p.conns {
 		p.closeConn(c, reason, nil)
 	}
-	// Nobody will answer the pending requests now.
-	p.stats.responsesDropped.Add(uint64(len(p.pending)))
-	p.pending, p.parked = nil, nil
+	// Nobody will answer the pending requests now (their connections
+	// counted the drops).
+	for _, pr := range p.pending {
+		pr.r.release()
+	}
+	p.pending, p.parked, p.memParked = nil, nil, nil
 }
 
 // exit closes the inbox and the poller. Responses that arrive from now on
@@ -547,12 +593,10 @@ func (p *Processor) closeAll(reason closeReason) {
 func (p *Processor) exit() {
 	p.mu.Lock()
 	p.closed = true
-	dropped := len(p.responses)
 	newConns := p.newConns
-	p.responses, p.newConns = nil, nil
+	p.responses, p.newConns = nil, nil // their connections are closed, and counted the drops
 	p.mu.Unlock()
 
-	p.stats.responsesDropped.Add(uint64(dropped))
 	for _, c := range newConns { // only after an epoll failure
 		unix.Close(c.fd)
 		p.srv.openConns.Add(-1)

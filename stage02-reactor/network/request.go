@@ -2,6 +2,7 @@ package network
 
 import (
 	"net"
+	"sync"
 	"sync/atomic"
 	"time"
 )
@@ -35,6 +36,65 @@ type Request struct {
 
 	// responded is set by the first Respond; later calls are errors.
 	responded atomic.Bool
+
+	// pool and reserved: the bytes the request holds in the server's
+	// memory pool (queued.max.request.bytes), released by the first
+	// Respond or when the request is dropped unanswered. Set once before
+	// the request is queued.
+	pool     *memoryPool
+	reserved int64
+
+	// doneMu protects done and canceled. done is made by the first Done
+	// call and closed by cancel; canceled records a cancel that came
+	// before anyone asked for Done.
+	doneMu   sync.Mutex
+	done     chan struct{}
+	canceled bool
+}
+
+// Done returns a channel that is closed when the request's connection
+// closes before the request is answered: the client went away (the
+// reactor sees the peer's close while the request waits, the portable
+// server watches for it once Done is asked), the connection was idle past
+// connections.max.idle.ms, or the server shut down. A handler that holds a
+// request for a while (a long-poll Fetch, a produce waiting for its
+// replicas) selects on it, stops waiting and lets go of what it holds; it
+// need not Respond (an answer would be dropped). Done costs nothing for
+// requests that never ask.
+func (r *Request) Done() <-chan struct{} {
+	r.doneMu.Lock()
+	defer r.doneMu.Unlock()
+	if r.done == nil {
+		r.done = make(chan struct{})
+		if r.canceled {
+			close(r.done)
+		} else if r.from != nil {
+			r.from.watch(r)
+		}
+	}
+	return r.done
+}
+
+// cancel closes Done's channel: the request will not be answered.
+func (r *Request) cancel() {
+	r.doneMu.Lock()
+	defer r.doneMu.Unlock()
+	if r.canceled {
+		return
+	}
+	r.canceled = true
+	if r.done != nil {
+		close(r.done)
+	}
+}
+
+// release returns the request's bytes to the memory pool, once.
+func (r *Request) release() {
+	if r.pool != nil {
+		if n := atomic.SwapInt64(&r.reserved, 0); n != 0 {
+			r.pool.release(n)
+		}
+	}
 }
 
 // responder is the way back from a handler to the connection a request came
@@ -46,6 +106,10 @@ type responder interface {
 	respond(r *Request, resp Response)
 	// logDuplicate reports a second Respond for one request.
 	logDuplicate(r *Request)
+	// watch starts watching the connection for the peer's close while r
+	// waits for its answer, for Done; a transport that always watches does
+	// nothing.
+	watch(r *Request)
 }
 
 // Respond hands the response back to the processor that read the request.
@@ -68,6 +132,7 @@ func (r *Request) Respond(resp Response) {
 		}
 		return
 	}
+	r.release()
 	if r.from == nil { // a Request built by hand, e.g. in a handler's unit test
 		return
 	}
@@ -78,8 +143,11 @@ func (r *Request) Respond(resp Response) {
 // it to close the connection of a request whose handler panicked, which may
 // or may not have responded already.
 func (r *Request) tryRespond(resp Response) {
-	if r.responded.CompareAndSwap(false, true) && r.from != nil {
-		r.from.respond(r, resp)
+	if r.responded.CompareAndSwap(false, true) {
+		r.release()
+		if r.from != nil {
+			r.from.respond(r, resp)
+		}
 	}
 }
 

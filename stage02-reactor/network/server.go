@@ -31,6 +31,7 @@ type Server struct {
 	handler   Handler         // the application: Kafka's KafkaApis
 	logger    *slog.Logger    // cfg.Logger
 	channel   *RequestChannel // layer 2, shared by both transports
+	memory    *memoryPool     // queued.max.request.bytes, shared by both transports
 	transport transport       // the reactor or the portable connection side
 
 	// openConns counts open connections across the transport; the
@@ -87,6 +88,7 @@ func newServer(cfg Config, h Handler) (*Server, error) {
 		handler: h,
 		logger:  cfg.Logger,
 		channel: NewRequestChannel(cfg.QueuedMaxRequests),
+		memory:  newMemoryPool(cfg.QueuedMaxRequestBytes),
 		closed:  make(chan struct{}),
 	}, nil
 }
@@ -187,6 +189,7 @@ func (s *Server) Stats() Stats {
 	}
 	st.OpenConnections = s.openConns.Load()
 	st.QueueDepth = s.channel.Len()
+	st.QueuedRequestBytes = s.memory.inUse()
 	st.InFlight = int64(st.RequestsRead) - int64(st.ResponsesSent) - int64(st.NoResponses) - int64(st.ResponsesDropped)
 	return st
 }

@@ -13,13 +13,19 @@ type Stats struct {
 	RequestsRead     uint64 // complete frames read and handed on
 	ResponsesSent    uint64 // responses written in full (Close with no Sends counts too)
 	NoResponses      uint64 // requests answered with Response.NoResponse
-	ResponsesDropped uint64 // requests whose response was never written: connection closed or server shut down first
+	ResponsesDropped uint64 // requests whose response was never written: their connection closed first (counted at the close)
 	InFlight         int64  // now: RequestsRead - ResponsesSent - NoResponses - ResponsesDropped
 	QueueDepth       int    // now: requests waiting in the RequestChannel
 
 	// BackPressure counts the times a request found the RequestChannel full
 	// and its processor (or portable connection) had to wait.
 	BackPressure uint64
+	// MemoryWaits counts the frames that had to wait for room in the
+	// memory pool (queued.max.request.bytes) before being read.
+	MemoryWaits uint64
+	// QueuedRequestBytes is now: the bytes reserved by requests read or
+	// being read and not yet answered.
+	QueuedRequestBytes int64
 
 	BytesIn  uint64 // bytes read from sockets, size prefixes included
 	BytesOut uint64 // bytes written to sockets
@@ -40,7 +46,7 @@ type counters struct {
 	accepted, rejected              atomic.Uint64
 	requestsRead, responsesSent     atomic.Uint64
 	noResponses, responsesDropped   atomic.Uint64
-	backPressure                    atomic.Uint64
+	backPressure, memoryWaits       atomic.Uint64
 	bytesIn, bytesOut               atomic.Uint64
 	closedByPeer, closedBadSize     atomic.Uint64
 	closedIdle, closedByResponse    atomic.Uint64
@@ -92,6 +98,7 @@ func (c *counters) addTo(s *Stats) {
 	s.NoResponses += c.noResponses.Load()
 	s.ResponsesDropped += c.responsesDropped.Load()
 	s.BackPressure += c.backPressure.Load()
+	s.MemoryWaits += c.memoryWaits.Load()
 	s.BytesIn += c.bytesIn.Load()
 	s.BytesOut += c.bytesOut.Load()
 	s.ClosedByPeer += c.closedByPeer.Load()

@@ -2,9 +2,16 @@ package protocol
 
 import (
 	"encoding/binary"
+	"errors"
+	"fmt"
+	"math"
 
 	"github.com/kafkaworkbook/workbook/stage02-reactor/network"
 )
+
+// ErrResponseTooLarge: a response would not fit the protocol's 4-byte size
+// prefix (2 GiB).
+var ErrResponseTooLarge = errors.New("protocol: response larger than 2 GiB")
 
 // Fetch versions FetchResponseSends can encode. From v13 topics are named
 // by UUID, which this broker does not assign.
@@ -48,7 +55,10 @@ type FetchPartition struct {
 // Kafka's FetchResponse.toSend and its MultiRecordsSend. Kafka's fetch
 // format puts the records last in each partition, so each partition adds at
 // most one region and one more run of bytes.
-func FetchResponseSends(h Header, r *FetchResponse) []network.Send {
+//
+// A response over 2 GiB cannot be framed: it is ErrResponseTooLarge, and
+// the caller's budgets (fetch.max.bytes) should have kept it from arising.
+func FetchResponseSends(h Header, r *FetchResponse) ([]network.Send, error) {
 	v := h.APIVersion
 	flexible := v >= 12
 	e := sendEncoder{flexible: flexible}
@@ -154,8 +164,11 @@ func (e *sendEncoder) cut() {
 }
 
 // finish ends the last run and fills in the size prefix.
-func (e *sendEncoder) finish() []network.Send {
+func (e *sendEncoder) finish() ([]network.Send, error) {
 	e.cut()
+	if e.size-4 > math.MaxInt32 {
+		return nil, fmt.Errorf("%w: %d bytes", ErrResponseTooLarge, e.size-4)
+	}
 	binary.BigEndian.PutUint32(e.sends[0].Bytes, uint32(e.size-4))
-	return e.sends
+	return e.sends, nil
 }

@@ -150,7 +150,9 @@ func TestFetchResponseSendsDecodeWithKmsgAtEveryVersion(t *testing.T) {
 		},
 	}
 	for v := int16(FetchMinVersion); v <= FetchMaxVersion; v++ {
-		wire := flatten(t, FetchResponseSends(Header{APIKey: 1, APIVersion: v, CorrelationID: 99}, resp))
+		sends, err := FetchResponseSends(Header{APIKey: 1, APIVersion: v, CorrelationID: 99}, resp)
+		require.NoError(t, err)
+		wire := flatten(t, sends)
 		require.Equal(t, uint32(len(wire)-4), binary.BigEndian.Uint32(wire), "v%d size prefix", v)
 		require.Equal(t, uint32(99), binary.BigEndian.Uint32(wire[4:]))
 		body := wire[8:]
@@ -180,12 +182,22 @@ func TestFetchResponseSendsDecodeWithKmsgAtEveryVersion(t *testing.T) {
 	}
 }
 
+func TestFetchResponseOver2GiBIsRefused(t *testing.T) {
+	f, err := os.CreateTemp(t.TempDir(), "seg")
+	require.NoError(t, err)
+	defer f.Close()
+	parts := []FetchPartition{{Records: network.FileSend(f, 0, 1<<30)}, {Records: network.FileSend(f, 0, 1<<30)}}
+	_, err = FetchResponseSends(Header{APIKey: 1, APIVersion: 11}, &FetchResponse{Topics: []FetchTopic{{Topic: "t", Partitions: parts}}})
+	require.ErrorIs(t, err, ErrResponseTooLarge, "the size prefix would wrap")
+}
+
 func TestFetchResponseSendsKeepsRegionsAsRegions(t *testing.T) {
 	f, err := os.CreateTemp(t.TempDir(), "seg")
 	require.NoError(t, err)
 	defer f.Close()
-	sends := FetchResponseSends(Header{APIKey: 1, APIVersion: 11}, &FetchResponse{Topics: []FetchTopic{{Topic: "t",
+	sends, err := FetchResponseSends(Header{APIKey: 1, APIVersion: 11}, &FetchResponse{Topics: []FetchTopic{{Topic: "t",
 		Partitions: []FetchPartition{{Records: network.FileSend(f, 0, 1000)}, {Records: network.FileSend(f, 1000, 500)}}}}})
+	require.NoError(t, err)
 	var files int
 	for _, s := range sends {
 		if s.File != nil {

@@ -111,7 +111,8 @@ func (s *Server) missingPartitionCode(topic string, partition int32) int16 {
 
 // awaitReplication answers once every partition's high watermark has
 // passed its batch, a partition lost its leadership, the timeout expired, or
-// the broker is shutting down.
+// the broker is shutting down; it gives up without answering when the
+// producer's connection closes.
 func (s *Server) awaitReplication(r *broker.Request, resp *kmsg.ProduceResponse, waiting []awaitingHW, timeout time.Duration) {
 	wake := make(chan struct{}, 1)
 	for _, w := range waiting {
@@ -145,6 +146,7 @@ func (s *Server) awaitReplication(r *broker.Request, resp *kmsg.ProduceResponse,
 		}
 	}
 	timer := time.NewTimer(timeout)
+	gone := r.Done()
 	s.Delay(func() {
 		defer timer.Stop()
 		defer func() {
@@ -159,6 +161,8 @@ func (s *Server) awaitReplication(r *broker.Request, resp *kmsg.ProduceResponse,
 			case <-timer.C:
 				timedOut()
 				break wait
+			case <-gone:
+				return // the producer's connection closed: nobody to answer
 			case <-s.ShuttingDown():
 				timedOut()
 				break wait
