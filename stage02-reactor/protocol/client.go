@@ -2,6 +2,7 @@ package protocol
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -18,6 +19,16 @@ import (
 // ErrNoCommonVersion: the broker does not serve any version of an API that
 // kmsg can encode.
 var ErrNoCommonVersion = errors.New("protocol: no version in common with the broker")
+
+// ErrResponseTooBig: a peer announced a response larger than
+// MaxResponseBytes.
+var ErrResponseTooBig = errors.New("protocol: response larger than the client accepts")
+
+// MaxResponseBytes bounds the responses a Client reads: a follower's fetch
+// asks for replica.fetch.response.max.bytes (10 MiB) and may get one batch
+// more; the controller's requests are small. A peer that announces more is
+// broken or hostile, and the connection is closed without allocating it.
+const MaxResponseBytes = 256 << 20
 
 // Client is one connection to a broker for requests from the broker side
 // (Kafka's NetworkClient): a follower's fetches to its leader, the
@@ -102,10 +113,17 @@ func (c *Client) roundTrip(ctx context.Context, req kmsg.Request) (kmsg.Response
 	if _, err := io.ReadFull(c.r, size[:]); err != nil {
 		return nil, c.fail(ctx, err)
 	}
-	frame := make([]byte, binary.BigEndian.Uint32(size[:]))
-	if _, err := io.ReadFull(c.r, frame); err != nil {
+	n := binary.BigEndian.Uint32(size[:])
+	if n > MaxResponseBytes {
+		return nil, c.fail(ctx, fmt.Errorf("%w: %d bytes announced, the limit is %d", ErrResponseTooBig, n, MaxResponseBytes))
+	}
+	// The buffer grows as the bytes arrive: a peer that announces much
+	// and sends little costs what it sent.
+	var buf bytes.Buffer
+	if _, err := io.CopyN(&buf, c.r, int64(n)); err != nil {
 		return nil, c.fail(ctx, err)
 	}
+	frame := buf.Bytes()
 	if len(frame) < 4 || int32(binary.BigEndian.Uint32(frame)) != id {
 		return nil, c.fail(ctx, fmt.Errorf("response does not match request %d", id))
 	}

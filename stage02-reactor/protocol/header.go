@@ -20,6 +20,10 @@ var (
 // broker supports); other unsupported requests close the connection.
 const ApiVersionsKey = 18
 
+// minHeaderSize is the smallest request header: api_key, api_version,
+// correlation_id and the client id's int16 length.
+const minHeaderSize = 2 + 2 + 4 + 2
+
 // Header is a request header.
 type Header struct {
 	APIKey        int16
@@ -39,8 +43,8 @@ type Versions func(key int16) (min, max int16, ok bool)
 // answer or log it.
 func ParseRequest(b []byte, versions Versions) (Header, kmsg.Request, error) {
 	var h Header
-	if len(b) < 8 {
-		return h, nil, fmt.Errorf("%w: %d bytes, a header needs at least 10", ErrMalformed, len(b))
+	if len(b) < minHeaderSize {
+		return h, nil, fmt.Errorf("%w: %d bytes, a header needs at least %d", ErrMalformed, len(b), minHeaderSize)
 	}
 	h.APIKey = int16(binary.BigEndian.Uint16(b))
 	h.APIVersion = int16(binary.BigEndian.Uint16(b[2:]))

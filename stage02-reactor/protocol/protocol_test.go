@@ -50,6 +50,18 @@ func TestParseRequestHeaderV1AndV2(t *testing.T) {
 	}
 }
 
+// TestParseRequestNeedsAWholeHeader: the error names the size the code
+// checks, ten bytes (api_key, api_version, correlation_id, client id
+// length), and a frame shorter than that is malformed however it starts.
+func TestParseRequestNeedsAWholeHeader(t *testing.T) {
+	whole := frame(kmsg.NewPtrApiVersionsRequest(), 1, nil)
+	for n := range minHeaderSize {
+		_, _, err := ParseRequest(whole[:n], allVersions)
+		require.ErrorIs(t, err, ErrMalformed, "%d bytes", n)
+		require.ErrorContains(t, err, "a header needs at least 10")
+	}
+}
+
 func TestParseRequestNullClientID(t *testing.T) {
 	req := kmsg.NewPtrApiVersionsRequest()
 	req.SetVersion(1)
