@@ -24,12 +24,8 @@ import (
 //
 //	go test -run '^$' -bench ApiVersions -count 3 ./broker
 func BenchmarkApiVersions(b *testing.B) {
-	servers := []struct {
-		name    string
-		factory func(network.Config, network.Handler) (*network.Server, error)
-	}{{"reactor", network.NewReactorServer}, {"portable", network.NewPortableServer}}
 	for _, conns := range []int{1, 64, 1024} {
-		for _, srv := range servers {
+		for _, srv := range benchServers {
 			b.Run(fmt.Sprintf("conns=%d/%s", conns, srv.name), func(b *testing.B) {
 				br := benchBroker(b, srv.factory)
 				ctx := context.Background()
@@ -50,6 +46,12 @@ func BenchmarkApiVersions(b *testing.B) {
 			})
 		}
 	}
+}
+
+// benchServer is a network server the benchmarks run the broker on.
+type benchServer struct {
+	name    string
+	factory func(network.Config, network.Handler) (*network.Server, error)
 }
 
 var apiVersionsFormatter = kmsg.NewRequestFormatter(kmsg.FormatterClientID("loadgen"))
