@@ -202,3 +202,157 @@ func FuzzRecovery(f *testing.F) {
 		}
 	})
 }
+
+// indexFixture is a cleanly closed log that FuzzIndexFiles copies for each
+// input: several segments, each with index entries.
+type indexFixture struct {
+	dir        string            // the log directory to copy
+	segments   []int64           // base offsets, oldest first
+	end        int64             // the log end offset
+	timestamps map[int64]int64   // each offset's record timestamp
+	files      map[string][]byte // every file of dir, by name
+}
+
+func newIndexFixture(f *testing.F, cfg Config) *indexFixture {
+	dir := filepath.Join(f.TempDir(), "topic-0")
+	l, err := Open(dir, cfg, Options{Logger: quietLogger})
+	if err != nil {
+		f.Fatal(err)
+	}
+	fx := &indexFixture{dir: dir, timestamps: map[int64]int64{}, files: map[string][]byte{}}
+	for i := range 40 {
+		// Timestamps go up and, every fourth batch, back: the time index
+		// only records new maxima.
+		ts := 1_700_000_000_000 + int64(i)*1000 - int64(i%4)*1500
+		first, last, err := l.Append(makeBatch(f, i, 1+i%3, 100, ts))
+		if err != nil {
+			f.Fatal(err)
+		}
+		for o := first; o <= last; o++ {
+			fx.timestamps[o] = ts
+		}
+	}
+	for _, s := range l.Segments() {
+		fx.segments = append(fx.segments, s.BaseOffset)
+	}
+	fx.end = l.EndOffset()
+	if err := l.Close(); err != nil {
+		f.Fatal(err)
+	}
+	if len(fx.segments) < 3 {
+		f.Fatalf("the fixture has %d segments, want at least 3", len(fx.segments))
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		f.Fatal(err)
+	}
+	for _, e := range entries {
+		if fx.files[e.Name()], err = os.ReadFile(filepath.Join(dir, e.Name())); err != nil {
+			f.Fatal(err)
+		}
+	}
+	return fx
+}
+
+// FuzzIndexFiles overwrites the .index and .timeindex files of one segment
+// of a cleanly closed log with fuzzer bytes and opens it again as after a
+// clean shutdown, when indexes are trusted once they pass a sanity check.
+// Whatever the indexes say, the log must open, keep its offsets, and answer
+// a Read of every offset with a region whose first batch holds that offset;
+// OffsetForTimestamp must not fail on good data and, when it finds a
+// record, must name a real one at or after the timestamp asked for; the
+// tools' ReadIndexFile and ReadTimeIndexFile must not panic. sel picks the
+// segment (low bits) and which files to replace (bit 4: .index, bit 5:
+// .timeindex, neither: both). Run it with
+//
+//	go test ./commitlog -run '^$' -fuzz '^FuzzIndexFiles$' -fuzztime 5m
+//
+// A spread of the corpus it built is kept in testdata/fuzz/FuzzIndexFiles.
+func FuzzIndexFiles(f *testing.F) {
+	cfg := smallConfig()
+	fx := newIndexFixture(f, cfg)
+	for i, base := range fx.segments {
+		index := fx.files[segmentName(base)+indexSuffix]
+		times := fx.files[segmentName(base)+timeIndexSuffix]
+		sel := uint8(i)
+		f.Add(sel, index, times)
+		f.Add(sel|0x10, index[:len(index)-offsetIndexEntrySize/2], times)
+		f.Add(sel|0x20, index, []byte{})
+		if len(index) >= 2*offsetIndexEntrySize {
+			// The second entry pointing at the first one's batch, and
+			// the first entry pointing past its batch.
+			shifted := bytes.Clone(index)
+			copy(shifted[offsetIndexEntrySize+4:], index[4:8])
+			f.Add(sel|0x10, shifted, times)
+			shifted = bytes.Clone(index)
+			copy(shifted[4:8], index[offsetIndexEntrySize+4:])
+			f.Add(sel|0x10, shifted, times)
+		}
+		if len(times) >= timeIndexEntrySize {
+			later := bytes.Clone(times)
+			binary.BigEndian.PutUint32(later[8:], uint32(fx.end-base-1))
+			f.Add(sel|0x20, index, later)
+		}
+	}
+
+	f.Fuzz(func(t *testing.T, sel uint8, index, times []byte) {
+		base := fx.segments[int(sel&0x0f)%len(fx.segments)]
+		replaceIndex, replaceTimes := sel&0x10 != 0, sel&0x20 != 0
+		if !replaceIndex && !replaceTimes {
+			replaceIndex, replaceTimes = true, true
+		}
+		dir := filepath.Join(t.TempDir(), "topic-0")
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		for name, data := range fx.files {
+			switch {
+			case replaceIndex && name == segmentName(base)+indexSuffix:
+				data = index
+			case replaceTimes && name == segmentName(base)+timeIndexSuffix:
+				data = times
+			}
+			if err := os.WriteFile(filepath.Join(dir, name), data, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		_, _ = ReadIndexFile(filepath.Join(dir, segmentName(base)+indexSuffix))
+		_, _ = ReadTimeIndexFile(filepath.Join(dir, segmentName(base)+timeIndexSuffix))
+
+		l, err := Open(dir, cfg, Options{CleanShutdown: true, Logger: quietLogger})
+		if err != nil {
+			t.Fatalf("open with damaged indexes for segment %d: %v", base, err)
+		}
+		defer l.Close()
+		if l.StartOffset() != 0 || l.EndOffset() != fx.end {
+			t.Fatalf("log holds [%d, %d), want [0, %d)", l.StartOffset(), l.EndOffset(), fx.end)
+		}
+		for o := l.StartOffset(); o < l.EndOffset(); o++ {
+			r, err := l.Read(o, 1)
+			if err != nil {
+				t.Fatalf("read %d: %v", o, err)
+			}
+			data, err := r.Bytes()
+			if err != nil {
+				t.Fatalf("read %d: %v", o, err)
+			}
+			h, err := record.Validate(data)
+			if err != nil {
+				t.Fatalf("read %d: %v", o, err)
+			}
+			if o < h.BaseOffset || o > h.LastOffset() {
+				t.Fatalf("read %d returned the batch of offsets %d..%d", o, h.BaseOffset, h.LastOffset())
+			}
+		}
+		for _, ts := range []int64{0, 1_700_000_000_000, 1_700_000_007_000, 1_700_000_019_500, 1_700_000_100_000} {
+			off, got, found, err := l.OffsetForTimestamp(ts)
+			if err != nil {
+				t.Fatalf("offset for timestamp %d: %v", ts, err)
+			}
+			if found && (got < ts || fx.timestamps[off] != got) {
+				t.Fatalf("offset for timestamp %d: offset %d with timestamp %d, which holds %d",
+					ts, off, got, fx.timestamps[off])
+			}
+		}
+	})
+}

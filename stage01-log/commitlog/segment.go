@@ -387,11 +387,23 @@ func (s *segment) translateOffset(target int64) (pos int64, h record.BatchHeader
 	if err := s.load(); err != nil {
 		return 0, h, false, err
 	}
-	_, start := s.offsets.lookup(target)
+	indexed, start := s.offsets.lookup(target)
 	sc := newLookupScanner(s.file, int64(start), s.size, s.lookupWindow())
 	defer sc.release()
-	for {
+	for first := true; ; first = false {
 		pos, h, _, err := sc.next(false)
+		if first && pos > 0 && (err != nil || h.BaseOffset > indexed) {
+			// An entry names the position of a batch that starts at or
+			// before its offset. This one does not: the index was damaged
+			// in a way its sanity check cannot see (positions that still
+			// increase but point at a later batch, or inside one), and
+			// scanning from it would skip the batch sought. Scan from the
+			// segment's start instead: slow, but right.
+			s.logger.Warn("index entry does not point at its batch: scanning the segment",
+				"segment", segmentName(s.baseOffset), "offset", indexed, "position", pos, "err", err)
+			sc.pos = 0
+			continue
+		}
 		if err == io.EOF {
 			return 0, h, false, nil
 		}
