@@ -63,8 +63,10 @@ func handleMetadata(r *Request) {
 // DistinctTopics returns the topic names a Metadata request asks for, each
 // once, in the order they first appear (a null name counts as "").
 func DistinctTopics(req *kmsg.MetadataRequest) []string {
-	names := make([]string, 0, len(req.Topics))
-	seen := make(map[string]struct{}, len(req.Topics))
+	// Sized by what is distinct, not by what was sent: a million copies
+	// of one name must not reserve room for a million.
+	var names []string
+	seen := map[string]struct{}{}
 	for _, t := range req.Topics {
 		name := ""
 		if t.Topic != nil {
