@@ -120,9 +120,10 @@ func (s *Store) finishInterruptedCreations() error {
 	for _, marker := range markers {
 		topic := strings.TrimPrefix(filepath.Base(marker), creatingMarkerPrefix)
 		parts := s.topics[topic]
+		delete(s.topics, topic)
 		s.logger.Warn("removing a topic whose creation did not finish", "topic", topic, "partitions_found", len(parts))
 		for _, p := range parts {
-			s.removeLocked(p.TopicPartition)
+			delete(s.partitions, p.TopicPartition)
 			if err := s.logs.DeleteNow(p.TopicPartition); err != nil {
 				return err
 			}
@@ -149,15 +150,17 @@ func (s *Store) finishInterruptedCreations() error {
 // is shared).
 func (s *Store) addLocked(p *Partition) {
 	s.partitions[p.TopicPartition] = p
-	parts := append(s.topics[p.Topic], p)
-	slices.SortFunc(parts, func(a, b *Partition) int { return int(a.Partition) - int(b.Partition) })
-	s.topics[p.Topic] = parts
+	parts := s.topics[p.Topic]
+	i, _ := slices.BinarySearchFunc(parts, p.Partition, func(q *Partition, id int32) int { return int(q.Partition) - int(id) })
+	s.topics[p.Topic] = slices.Insert(parts, i, p)
 }
 
-// removeLocked forgets a partition. Called with mu held.
+// removeLocked forgets a partition. Called with mu held. The topic index's
+// slices never leave the store (readers get copies), so they are edited in
+// place.
 func (s *Store) removeLocked(tp commitlog.TopicPartition) {
 	delete(s.partitions, tp)
-	parts := slices.DeleteFunc(slices.Clone(s.topics[tp.Topic]), func(p *Partition) bool { return p.Partition == tp.Partition })
+	parts := slices.DeleteFunc(s.topics[tp.Topic], func(p *Partition) bool { return p.Partition == tp.Partition })
 	if len(parts) == 0 {
 		delete(s.topics, tp.Topic)
 	} else {
@@ -441,8 +444,9 @@ func (s *Store) createLogs(name string, partitions int32, configs map[string]str
 func (s *Store) DeleteTopic(name string) error {
 	s.mu.Lock()
 	parts := s.topics[name]
+	delete(s.topics, name)
 	for _, p := range parts {
-		s.removeLocked(p.TopicPartition)
+		delete(s.partitions, p.TopicPartition)
 	}
 	var errs []error
 	if _, ok := s.configs[name]; ok && len(parts) > 0 {
