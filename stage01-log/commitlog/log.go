@@ -226,7 +226,14 @@ func (l *Log) recoverFrom(recoveryPoint int64) error {
 	for i := start; i < len(l.segments); i++ {
 		scanned++
 		s := l.segments[i]
-		truncated, err := s.recover()
+		// A batch's baseOffset lies outside its CRC: one changed on disk
+		// can reach into the next segment's offsets, which would make the
+		// log's offsets go backwards from one segment to the next.
+		limit := int64(math.MaxInt64)
+		if i < len(l.segments)-1 {
+			limit = l.segments[i+1].baseOffset
+		}
+		truncated, err := s.recover(limit)
 		if err != nil {
 			return err
 		}

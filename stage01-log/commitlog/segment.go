@@ -151,7 +151,7 @@ func (s *segment) load() error {
 		}
 	}
 	if rebuild {
-		valid, err := s.rebuildIndexes()
+		valid, err := s.rebuildIndexes(math.MaxInt64)
 		if err != nil && !isDamage(err) {
 			s.closeFiles()
 			return err
@@ -227,9 +227,11 @@ func (s *segment) growIndexes() error {
 }
 
 // rebuildIndexes empties both indexes and refills them from the log,
-// validating every batch. It returns the bytes of valid batches from the
-// start; err says why the scan stopped before the end.
-func (s *segment) rebuildIndexes() (validBytes int64, err error) {
+// validating every batch. Offsets must increase and stay below limit, the
+// next segment's base offset (math.MaxInt64 when unknown). It returns the
+// bytes of valid batches from the start; err says why the scan stopped
+// before the end.
+func (s *segment) rebuildIndexes(limit int64) (validBytes int64, err error) {
 	s.offsets.truncateEntries(0)
 	s.times.truncateEntries(0)
 	if err := s.growIndexes(); err != nil {
@@ -250,9 +252,9 @@ func (s *segment) rebuildIndexes() (validBytes int64, err error) {
 		if err == io.EOF {
 			return pos, nil
 		}
-		if err == nil && (h.BaseOffset < next || h.LastOffset()-s.baseOffset > math.MaxInt32) {
-			err = fmt.Errorf("%w: batch at position %d has offsets %d..%d, expected from %d",
-				record.ErrInvalidRecord, pos, h.BaseOffset, h.LastOffset(), next)
+		if err == nil && (h.BaseOffset < next || h.LastOffset()-s.baseOffset > math.MaxInt32 || h.LastOffset() >= limit) {
+			err = fmt.Errorf("%w: batch at position %d has offsets %d..%d, expected from %d and below %d",
+				record.ErrInvalidRecord, pos, h.BaseOffset, h.LastOffset(), next, limit)
 		}
 		if err != nil {
 			return pos, err
@@ -306,9 +308,10 @@ func (s *segment) append(data []byte, headers []record.BatchHeader) error {
 }
 
 // recover validates the segment from its start, rebuilding its indexes and
-// truncating it at the first bad or torn batch. It returns the number of
-// bytes truncated.
-func (s *segment) recover() (truncated int64, err error) {
+// truncating it at the first bad or torn batch, or the first that reaches
+// limit, the next segment's base offset (math.MaxInt64 for the last
+// segment). It returns the number of bytes truncated.
+func (s *segment) recover(limit int64) (truncated int64, err error) {
 	s.loadMu.Lock()
 	defer s.loadMu.Unlock()
 	if !s.loaded.Load() {
@@ -320,7 +323,7 @@ func (s *segment) recover() (truncated int64, err error) {
 		}
 		s.setLoaded(true)
 	}
-	valid, scanErr := s.rebuildIndexes()
+	valid, scanErr := s.rebuildIndexes(limit)
 	if scanErr != nil && !isDamage(scanErr) {
 		return 0, scanErr // an I/O error, not bad data: do not truncate
 	}
