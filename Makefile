@@ -19,11 +19,11 @@ BENCHFLAGS ?= -run '^$$' -benchmem -count=1
 
 help:
 	@echo "make run       the course's main demo: a three-broker cluster replicating (stage 03)"
-	@echo "make test      every stage's tests (sets up what is missing first)"
+	@echo "make test      lint, then every stage's tests (sets up what is missing first)"
 	@echo "make stageNN   one stage's tests, e.g. make stage01"
 	@echo "make lint      gofmt and go vet over every module (for Linux and macOS)"
 	@echo "make bench     every stage's benchmarks"
-	@echo "make fuzz      run each fuzz target for FUZZTIME (default 1m)"
+	@echo "make fuzz      run each fuzz target for FUZZTIME (default 2m)"
 	@echo "make images    build the container images (ZooKeeper, brokers)"
 
 # Three brokers on 127.0.0.1:19092-19094 and the stage 03 controller: produce,
@@ -33,7 +33,7 @@ RUN_SCRIPT ?= produce 5; wait; state; leader 0 1; produce 3; wait; state; stop 1
 run:
 	$(GO) run ./stage03-replication/cmd/cluster -script "$(RUN_SCRIPT)"
 
-test: deps-test $(MODULES:%=test-%)
+test: deps-test lint $(MODULES:%=test-%)
 
 # What the tests need on the machine beyond Go: kcat from stage 02 on, the
 # container images from stage 05 on.
@@ -75,7 +75,7 @@ vet:
 bench:
 	@set -e; for m in $(MODULES); do (cd $$m && $(GO) test $(BENCHFLAGS) -bench . ./...); done
 
-FUZZTIME ?= 1m
+FUZZTIME ?= 2m
 fuzz:
 	@set -e; for m in $(MODULES); do \
 		for pkg in $$(cd $$m && $(GO) list ./...); do \
