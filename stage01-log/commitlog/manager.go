@@ -250,14 +250,10 @@ type pendingDelete struct {
 // file.delete.delay.ms, so that a fetch response still being written from
 // them completes.
 func (m *Manager) Delete(tp TopicPartition) error {
-	m.mu.Lock()
-	l, ok := m.logs[tp]
-	delete(m.logs, tp)
-	m.mu.Unlock()
-	if !ok {
+	l := m.takeOut(tp)
+	if l == nil {
 		return nil
 	}
-	l.retire()
 	doomed := filepath.Join(m.dir, fmt.Sprintf("%s.%d%s", tp, time.Now().UnixNano(), deleteDirSuffix))
 	if err := os.Rename(l.Dir(), doomed); err != nil {
 		return errors.Join(fmt.Errorf("delete log %s: %w", tp, err), l.release())
@@ -287,6 +283,16 @@ func (m *Manager) Delete(tp TopicPartition) error {
 // log that was never handed out (a topic creation rolled back); Delete is
 // for every other case.
 func (m *Manager) DeleteNow(tp TopicPartition) error {
+	l := m.takeOut(tp)
+	if l == nil {
+		return nil
+	}
+	return m.finishDelete(l, l.Dir())
+}
+
+// takeOut removes a partition's log from the Manager and retires it, for
+// deletion; nil if there is none.
+func (m *Manager) takeOut(tp TopicPartition) *Log {
 	m.mu.Lock()
 	l, ok := m.logs[tp]
 	delete(m.logs, tp)
@@ -295,7 +301,7 @@ func (m *Manager) DeleteNow(tp TopicPartition) error {
 		return nil
 	}
 	l.retire()
-	return m.finishDelete(l, l.Dir())
+	return l
 }
 
 // finishDelete closes a deleted log's files and removes its directory.
