@@ -1,10 +1,5 @@
 package network
 
-import (
-	"sync"
-	"sync/atomic"
-)
-
 // RequestChannel is the middle layer of §3.1: the one bounded queue between
 // the Processors, which read requests, and the RequestHandlerPool, which
 // handles them (Kafka: RequestChannel.requestQueue, an ArrayBlockingQueue of
@@ -24,14 +19,9 @@ type RequestChannel struct {
 	// queued.max.requests. Closed by Close, after every sender stopped.
 	queue chan *Request
 
-	// mu protects waiters.
-	mu sync.Mutex
-	// waiters are called once, and forgotten, when a handler takes a
-	// request from the queue. Protected by mu.
-	waiters []func()
-	// nWaiters is len(waiters), read without mu on every Receive so that
-	// handlers take mu only when somebody waits.
-	nWaiters atomic.Int32
+	// space wakes, once, whoever found the queue full, when a handler
+	// takes a request.
+	space wakeList
 }
 
 // NewRequestChannel returns a RequestChannel holding at most capacity
@@ -68,33 +58,16 @@ func (ch *RequestChannel) Send(r *Request, stop <-chan struct{}) bool {
 // full, so a handler will take a request, and that Receive sees the waiter,
 // because it locks the queue after our failed TrySend did and so observes
 // the waiter registered before it.
-func (ch *RequestChannel) NotifyWhenSpace(wake func()) {
-	ch.mu.Lock()
-	ch.waiters = append(ch.waiters, wake)
-	ch.nWaiters.Store(int32(len(ch.waiters)))
-	ch.mu.Unlock()
-}
+func (ch *RequestChannel) NotifyWhenSpace(wake func()) { ch.space.add(wake) }
 
 // Receive takes the oldest request, waiting for one. ok is false once the
 // channel is closed and empty.
 func (ch *RequestChannel) Receive() (r *Request, ok bool) {
 	r, ok = <-ch.queue
-	if ok && ch.nWaiters.Load() > 0 {
-		ch.wakeWaiters()
+	if ok {
+		ch.space.wakeAll()
 	}
 	return r, ok
-}
-
-// wakeWaiters calls and forgets every waiter.
-func (ch *RequestChannel) wakeWaiters() {
-	ch.mu.Lock()
-	ws := ch.waiters
-	ch.waiters = nil
-	ch.nWaiters.Store(0)
-	ch.mu.Unlock()
-	for _, wake := range ws {
-		wake()
-	}
 }
 
 // Len is the number of requests waiting in the queue.

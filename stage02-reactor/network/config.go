@@ -49,9 +49,9 @@ type Config struct {
 	SocketRequestMaxBytes int32
 
 	// ConnectionsMaxIdle closes connections that moved no bytes for this
-	// long (connections.max.idle.ms, default 600000 ms). A connection whose
-	// request is being handled is never idle. Negative: never close idle
-	// connections (Kafka: -1).
+	// long (connections.max.idle.ms, default 600000 ms), even one whose
+	// request waits for its answer, as in Kafka. Negative: never close
+	// idle connections (Kafka: -1).
 	ConnectionsMaxIdle time.Duration
 
 	// MaxConnections limits the open connections of the server

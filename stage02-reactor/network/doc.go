@@ -57,8 +57,16 @@
 //   - socket.request.max.bytes: a negative or larger size prefix closes
 //     that connection, with a log line; the others are not affected.
 //   - connections.max.idle.ms: a connection that moved no bytes for that
-//     long is closed, unless its request is with a handler.
+//     long is closed, even while its request waits (as in Kafka's
+//     Selector); the request's Done channel closes.
 //   - max.connections: connections over the limit are closed at accept.
+//   - queued.max.request.bytes: each frame reserves its announced size
+//     before its body is read, and gives it back when it is answered; the
+//     buffer itself grows as the bytes arrive. While the pool is used up,
+//     connections are not read.
+//   - A client that closes while its request waits is closed at once and
+//     its request's Done channel closes, so that a long poll does not hold
+//     a dead connection for its whole wait.
 //
 // # Responses that point at files
 //
@@ -91,7 +99,9 @@
 //
 //	config.go              Config: Kafka's keys and defaults
 //	request.go, send.go    Request, Respond, Response, Send, RegionSender
+//	wake_list.go           one-shot wake-ups for a resource that frees
 //	channel.go             RequestChannel: layer 2
+//	memory_pool.go         queued.max.request.bytes; frame buffers that grow
 //	handler_pool.go        RequestHandlerPool: layer 3
 //	server.go, stats.go    Server: start, shutdown, Stats
 //	poller_linux.go        poller: an epoll set and its eventfd
@@ -100,6 +110,7 @@
 //	conn_linux.go          a connection: framing, mute/unmute, partial writes
 //	reactor_linux.go       NewReactorServer: the parts put together
 //	portable.go            NewPortableServer: a goroutine per connection
+//	portable_watch_unix.go how it hears a waiting client leave
 //	region_sender_unix.go  CopyRegionSender
 //	loadgen/               a closed-loop load generator for benchmarks and brokers
 package network

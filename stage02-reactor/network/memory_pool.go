@@ -1,9 +1,6 @@
 package network
 
-import (
-	"sync"
-	"sync/atomic"
-)
+import "sync/atomic"
 
 // memoryPool bounds the bytes that requests hold between the moment their
 // size prefix is read and the moment they are answered: Kafka's MemoryPool
@@ -22,10 +19,7 @@ import (
 type memoryPool struct {
 	limit int64 // queued.max.request.bytes; <= 0: unbounded
 	used  atomic.Int64
-
-	mu      sync.Mutex
-	waiters []func() // called once, and forgotten, when bytes are released. Protected by mu.
-	nWait   atomic.Int32
+	freed wakeList // whoever found the pool used up, woken at the next release
 }
 
 func newMemoryPool(limit int64) *memoryPool { return &memoryPool{limit: limit} }
@@ -53,28 +47,12 @@ func (p *memoryPool) release(n int64) {
 		return
 	}
 	p.used.Add(-n)
-	if p.nWait.Load() == 0 {
-		return
-	}
-	p.mu.Lock()
-	ws := p.waiters
-	p.waiters = nil
-	p.nWait.Store(0)
-	p.mu.Unlock()
-	for _, wake := range ws {
-		wake()
-	}
+	p.freed.wakeAll()
 }
 
 // notifyWhenFree arranges for wake to be called once, at the next release.
-// As with RequestChannel.NotifyWhenSpace, the caller registers and then
-// tries once more, so a release in between is not missed.
-func (p *memoryPool) notifyWhenFree(wake func()) {
-	p.mu.Lock()
-	p.waiters = append(p.waiters, wake)
-	p.nWait.Store(int32(len(p.waiters)))
-	p.mu.Unlock()
-}
+// The caller registers and then tries once more (see wakeList).
+func (p *memoryPool) notifyWhenFree(wake func()) { p.freed.add(wake) }
 
 // inUse is the bytes reserved now.
 func (p *memoryPool) inUse() int64 { return p.used.Load() }
