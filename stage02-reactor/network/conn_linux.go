@@ -198,23 +198,32 @@ func (p *Processor) consume(c *conn, data []byte, owned bool) {
 }
 
 // reserve reserves the frame's announced size in the memory pool. When the
-// pool is used up it parks the connection until bytes are released, and
-// returns false.
+// pool is used up, or other connections already wait for it (they go
+// first), it queues the connection in memParked, unread until retryMemory
+// gives it its reservation, and returns false.
+//
+// Invariant: memParked is empty, or memWaiting is set (the pool will wake
+// the Processor at its next release).
 func (p *Processor) reserve(c *conn) bool {
-	if p.memory.tryReserve(int64(c.frameSize)) {
-		c.reserved = true
-		return true
+	if len(p.memParked) == 0 {
+		if p.memory.tryReserve(int64(c.frameSize)) {
+			c.reserved = true
+			return true
+		}
+		if !p.memWaiting {
+			// Register, then try once more: a release in between would
+			// otherwise be missed (see wakeList).
+			p.memWaiting = true
+			p.memory.notifyWhenFree(p.memoryFreed)
+			if p.memory.tryReserve(int64(c.frameSize)) {
+				c.reserved = true
+				return true
+			}
+		}
 	}
 	p.stats.memoryWaits.Add(1)
 	p.memParked = append(p.memParked, c)
-	if !p.memWaiting {
-		// Register, then try once more: a release in between would
-		// otherwise be missed (see memoryPool.notifyWhenFree).
-		p.memWaiting = true
-		p.memory.notifyWhenFree(p.memoryFreed)
-		p.retryMemory()
-	}
-	return c.reserved
+	return false
 }
 
 // retryMemory gives the connections waiting for memory their reservation,
