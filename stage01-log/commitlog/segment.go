@@ -252,7 +252,9 @@ func (s *segment) rebuildIndexes(limit int64) (validBytes int64, err error) {
 		if err == io.EOF {
 			return pos, nil
 		}
-		if err == nil && (h.BaseOffset < next || h.LastOffset()-s.baseOffset > math.MaxInt32 || h.LastOffset() >= limit) {
+		// LastOffset below BaseOffset: baseOffset+lastOffsetDelta overflows.
+		if err == nil && (h.BaseOffset < next || h.LastOffset() < h.BaseOffset ||
+			h.LastOffset()-s.baseOffset > math.MaxInt32 || h.LastOffset() >= limit) {
 			err = fmt.Errorf("%w: batch at position %d has offsets %d..%d, expected from %d and below %d",
 				record.ErrInvalidRecord, pos, h.BaseOffset, h.LastOffset(), next, limit)
 		}
