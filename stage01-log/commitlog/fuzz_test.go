@@ -122,7 +122,8 @@ func FuzzRecovery(f *testing.F) {
 	f.Fuzz(func(t *testing.T, n, flags uint8, tail []byte, patchAt uint16, patch []byte) {
 		prefix, prefixNext := fuzzPrefix(t, int(n%6))
 		first := bytes.Join(prefix, nil)
-		tailPos := len(first)
+		prefixLen := len(first)
+		tailPos := prefixLen
 		second := n%6 > 0 && flags&2 != 0
 		if second {
 			tailPos = 0
@@ -143,7 +144,7 @@ func FuzzRecovery(f *testing.F) {
 		if len(patch) > 0 && len(first) > 0 {
 			at := int(patchAt) % len(first)
 			copy(first[at:], patch)
-			prefixIntact = at >= len(bytes.Join(prefix, nil))
+			prefixIntact = at >= prefixLen
 		}
 
 		dir := filepath.Join(t.TempDir(), "topic-0")
