@@ -344,6 +344,10 @@ func (l *Log) append(data []byte, assignOffsets bool, epoch *int32) (first, last
 	} else {
 		expect := l.nextOffset
 		for i := range headers {
+			if headers[i].LastOffset() < headers[i].BaseOffset { // baseOffset+lastOffsetDelta overflows
+				return 0, 0, fmt.Errorf("append to %s: %w: batch %d has offsets %d..%d",
+					l.dir, record.ErrInvalidRecord, i, headers[i].BaseOffset, headers[i].LastOffset())
+			}
 			if headers[i].BaseOffset < expect {
 				return 0, 0, fmt.Errorf("append to %s: %w: batch %d starts at offset %d, expected at least %d",
 					l.dir, ErrUnexpectedOffset, i, headers[i].BaseOffset, expect)

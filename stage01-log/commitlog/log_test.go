@@ -175,6 +175,14 @@ func TestAppendAsFollowerKeepsOffsetsAndRefusesGapsBackwards(t *testing.T) {
 
 	_, _, err = follower.AppendAsFollower(data[:len(data)/3])
 	require.ErrorIs(t, err, ErrUnexpectedOffset, "offsets 0..1 are already in the log")
+
+	// A batch whose last offset overflows int64 (its base offset is not
+	// covered by the CRC) would take the log end offset negative.
+	wraps := makeBatch(t, 9, 2, 10, 0)
+	record.SetBaseOffset(wraps, math.MaxInt64)
+	_, _, err = follower.AppendAsFollower(wraps)
+	require.ErrorIs(t, err, record.ErrInvalidRecord)
+	require.Equal(t, int64(6), follower.EndOffset())
 }
 
 func TestRollOnSegmentBytes(t *testing.T) {

@@ -401,5 +401,9 @@ answered:
 	<-sampled
 	grew := int64(peak.Load()) - int64(base.HeapInuse)
 	t.Logf("heap in use grew by at most %d MiB for eight requests of %d names", grew>>20, names)
-	require.Less(t, grew, int64(names)*512, "at most 512 bytes a name")
+	perName := int64(512) // about 380 MiB measured for 1M names
+	if raceEnabled {
+		perName = 1024 // the race detector's own allocations come on top
+	}
+	require.Less(t, grew, int64(names)*perName, "at most %d bytes a name", perName)
 }
