@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"sync/atomic"
 
 	"golang.org/x/sys/unix"
 )
@@ -33,7 +34,17 @@ type mmapIndex struct {
 	baseOffset int64  // the segment's base offset; entries store offsets relative to it
 	entries    int    // entries in use, from the front of data
 	data       []byte // the mapping: the whole file
+
+	// deleted is set when the segment leaves the log: its file was renamed
+	// (or its directory was), and path may now name a new segment's index
+	// (a truncated log appended to again, a topic deleted and created
+	// again). From then on the index never opens path: flush does
+	// nothing, close only unmaps. Read by flushes without the Log's lock.
+	deleted atomic.Bool
 }
+
+// markDeleted cuts the index off its path; see deleted.
+func (idx *mmapIndex) markDeleted() { idx.deleted.Store(true) }
 
 // openMmapIndex maps the index file at path, creating it if it is missing.
 // An existing file's entries are all of its whole entries; a new file is
@@ -145,6 +156,9 @@ func (idx *mmapIndex) resize(maxBytes int) error {
 // path and fsyncs it, leaving the mapping alone. An index whose segment was
 // deleted meanwhile has nothing left to flush.
 func (idx *mmapIndex) flush() error {
+	if idx.deleted.Load() {
+		return nil
+	}
 	f, err := os.OpenFile(idx.path, os.O_RDWR, 0)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil
@@ -164,11 +178,11 @@ func (idx *mmapIndex) flush() error {
 
 // close trims the file to its entries, so that a clean shutdown leaves no
 // preallocated tail, and releases the mapping. The index of a deleted
-// segment (renamed to .deleted) is not trimmed: it is about to go.
+// segment is not trimmed: its path may be another index's now.
 func (idx *mmapIndex) close() error {
-	err := idx.resize(0)
-	if errors.Is(err, os.ErrNotExist) {
-		err = nil // renamed away for deletion: only the mapping is left to release
+	var err error
+	if !idx.deleted.Load() {
+		err = idx.resize(0)
 	}
 	if idx.data != nil {
 		err = errors.Join(err, unix.Munmap(idx.data))

@@ -506,6 +506,9 @@ func (l *Log) retire() {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.closed = true
+	for _, s := range l.segments {
+		s.detachIndexes() // the directory is about to be renamed
+	}
 }
 
 // release closes the files of a retired log, without flushing: the log is

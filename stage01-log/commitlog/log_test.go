@@ -4,6 +4,7 @@ import (
 	"math"
 	"os"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -544,4 +545,34 @@ func TestConcurrentAppendsAndReads(t *testing.T) {
 	}()
 	wg.Wait()
 	require.Equal(t, int64(2*batches), l.EndOffset())
+}
+
+// TestADeletedSegmentLeavesItsSuccessorsIndexAlone: a follower truncates
+// its log fully and starts again at the base offset of its old active
+// segment, so the new segment takes the file names of one still waiting
+// out file.delete.delay.ms. When the old one finally closes, it must not
+// trim the new one's index by name: that cut the new active index (mapped
+// at 10 MiB) to the old one's zero entries, and the next index entry died
+// of SIGBUS.
+func TestADeletedSegmentLeavesItsSuccessorsIndexAlone(t *testing.T) {
+	cfg := smallConfig()
+	cfg.FileDeleteDelay = 20 * time.Millisecond
+	h := newLogHarness(t, cfg)
+	l := h.open(Options{})
+	h.appendBatches(l, 30, 2, 100)
+	require.NoError(t, l.Roll())
+	active := l.EndOffset()
+	_, _, err := l.Append(makeBatch(t, 99, 1, 10, 0)) // one small batch: no index entry yet
+	require.NoError(t, err)
+	require.NoError(t, l.TruncateFullyAndStartAt(active))
+	require.Eventually(t, func() bool {
+		for _, f := range segmentFiles(t, h.dir) {
+			if strings.HasSuffix(f, ".deleted") {
+				return false
+			}
+		}
+		return true
+	}, 10*time.Second, 5*time.Millisecond, "the old segments' files are removed")
+	h.appendBatches(l, 30, 2, 100) // index entries into the new active segment
+	require.Len(t, readAll(t, l, active), 30)
 }

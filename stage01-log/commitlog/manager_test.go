@@ -3,6 +3,7 @@ package commitlog
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -248,4 +249,37 @@ func appendToFile(t *testing.T, path string, data []byte) {
 	_, err = f.Write(data)
 	require.NoError(t, err)
 	require.NoError(t, f.Close())
+}
+
+// TestATopicDeletedAndCreatedAgainKeepsItsNewLog: deleting a topic and
+// creating it again within file.delete.delay.ms puts a new log at the old
+// log's directory name; the old log closing later must not touch it.
+func TestATopicDeletedAndCreatedAgainKeepsItsNewLog(t *testing.T) {
+	cfg := managerConfig()
+	cfg.Log.FileDeleteDelay = 20 * time.Millisecond
+	dir := t.TempDir()
+	m := openTestManager(t, dir, cfg)
+	tp := TopicPartition{"again", 0}
+	l, err := m.Create(tp, cfg.Log)
+	require.NoError(t, err)
+	_, _, err = l.Append(makeBatch(t, 0, 1, 10, 0)) // one small batch: no index entry
+	require.NoError(t, err)
+	require.NoError(t, m.Delete(tp))
+	l, err = m.Create(tp, cfg.Log)
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		entries, err := os.ReadDir(dir)
+		require.NoError(t, err)
+		for _, e := range entries {
+			if strings.HasSuffix(e.Name(), deleteDirSuffix) {
+				return false
+			}
+		}
+		return true
+	}, 10*time.Second, 5*time.Millisecond, "the old log's directory is removed")
+	for i := range 40 {
+		_, _, err := l.Append(makeBatch(t, i, 2, 100, 0))
+		require.NoError(t, err)
+	}
+	require.Len(t, readAll(t, l, 0), 40)
 }

@@ -589,6 +589,7 @@ func (s *segment) close() error {
 // no longer part of the log, but a read handed out earlier can still use the
 // open file until it is removed after file.delete.delay.ms.
 func (s *segment) markDeleted() error {
+	s.detachIndexes()
 	var errs []error
 	for _, suffix := range []string{logSuffix, indexSuffix, timeIndexSuffix} {
 		if err := os.Rename(s.path(suffix), s.path(suffix)+deletedSuffix); err != nil && !errors.Is(err, os.ErrNotExist) {
@@ -596,6 +597,16 @@ func (s *segment) markDeleted() error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// detachIndexes cuts the indexes off their paths before the files or the
+// directory are renamed for deletion (mmapIndex.deleted). Called with the
+// Log's write lock held, so no reader is loading the segment meanwhile.
+func (s *segment) detachIndexes() {
+	if s.loaded.Load() {
+		s.offsets.markDeleted()
+		s.times.markDeleted()
+	}
 }
 
 // removeDeleted closes the segment and removes its .deleted files.
