@@ -36,15 +36,17 @@ type conn struct {
 	// inFrame is set once the size is known: frameSize is that size.
 	inFrame   bool
 	frameSize int
-	// reserved is set once frameSize bytes are reserved in the server's
-	// memory pool (queued.max.request.bytes); until then the connection
-	// waits in Processor.memParked and is not read.
-	reserved bool
 	// body is the frame being read: len(body) bytes so far. It grows as
 	// bytes arrive (doubling, never past frameSize), so a client that
-	// announces 100 MiB and sends 1 MiB costs 1 MiB. It becomes the
-	// Request's Body.
+	// announces 100 MiB and sends 1 MiB costs 1 MiB. Its capacity is
+	// reserved in the server's memory pool (queued.max.request.bytes). It
+	// becomes the Request's Body.
 	body []byte
+	// memWait is set while the frame needs a bigger buffer and the memory
+	// pool said no: the connection waits in Processor.memParked, unread.
+	// growWant is how much it wanted.
+	memWait  bool
+	growWant int
 	// ahead holds bytes read past a complete frame (a client pipelining
 	// requests) while the connection is muted or waits for memory; they
 	// are parsed before the socket is read again.
@@ -112,10 +114,13 @@ func (p *Processor) read(c *conn) {
 	// Mid-frame, read straight into the frame; otherwise into the
 	// Processor's shared scratch buffer, so that an idle connection owns
 	// no buffer at all.
-	direct := c.inFrame && c.reserved
+	direct := c.inFrame
 	buf := p.scratch
 	if direct {
-		c.growBody(0)
+		if !p.growBody(c, 0) {
+			p.stopReading(c) // waiting for memory
+			return
+		}
 		buf = c.body[len(c.body):cap(c.body)]
 	}
 	n, err := readFD(c.fd, buf)
@@ -145,8 +150,71 @@ func (p *Processor) read(c *conn) {
 	p.consume(c, p.scratch[:n], false)
 }
 
-// growBody makes room in the frame's buffer (see growFrame).
-func (c *conn) growBody(want int) { c.body = growFrame(c.body, c.frameSize, want) }
+// growBody makes room in a full frame buffer (nextFrameCap), reserving the
+// growth from the memory pool first. If the pool says no, the connection
+// waits in memParked, unread, and growBody returns false; retryMemory
+// grows the buffer and resumes it when bytes are released.
+//
+// Invariant: memParked is empty, or memWaiting is set (the pool will wake
+// the Processor at its next release).
+func (p *Processor) growBody(c *conn, want int) bool {
+	if cap(c.body) > len(c.body) {
+		return true
+	}
+	if len(p.memParked) == 0 { // waiting connections go first
+		if p.tryGrow(c, want) {
+			return true
+		}
+		if !p.memWaiting {
+			// Register, then try once more: a release in between would
+			// otherwise be missed (see wakeList).
+			p.memWaiting = true
+			p.memory.notifyWhenFree(p.memoryFreed)
+			if p.tryGrow(c, want) {
+				return true
+			}
+		}
+	}
+	p.stats.memoryWaits.Add(1)
+	c.memWait, c.growWant = true, want
+	p.memParked = append(p.memParked, c)
+	return false
+}
+
+// tryGrow grows c's frame buffer if the memory pool grants the growth.
+func (p *Processor) tryGrow(c *conn, want int) bool {
+	newCap := nextFrameCap(c.body, c.frameSize, want)
+	if !p.memory.tryGrow(int64(newCap - cap(c.body))) {
+		return false
+	}
+	c.body = growFrameTo(c.body, newCap)
+	return true
+}
+
+// retryMemory grows the buffers of the connections waiting for memory,
+// oldest first, while the pool allows, and resumes them.
+func (p *Processor) retryMemory() {
+	for len(p.memParked) > 0 {
+		c := p.memParked[0]
+		if !c.closed {
+			if !p.tryGrow(c, c.growWant) {
+				if !p.memWaiting {
+					p.memWaiting = true
+					p.memory.notifyWhenFree(p.memoryFreed)
+					continue // and try once more
+				}
+				return
+			}
+			c.memWait = false
+		}
+		p.memParked[0] = nil
+		p.memParked = p.memParked[1:]
+		if !c.closed {
+			p.resume(c)
+		}
+	}
+	p.memParked = nil
+}
 
 // consume parses data: size prefixes, frame bodies, complete frames. owned
 // says whether data may be kept as it is (it is c.ahead) or must be copied
@@ -156,13 +224,11 @@ func (p *Processor) consume(c *conn, data []byte, owned bool) {
 		if !p.wantsRead(c) {
 			// Muted by the frame just completed (a pipelining client),
 			// or waiting for memory: keep the rest for later.
-			if len(data) > 0 {
-				if !owned {
-					data = append([]byte(nil), data...)
-				}
-				c.ahead = data
+			if !owned {
+				data = append([]byte(nil), data...)
 			}
-			if !c.muted && !c.waitingForMemory() {
+			c.ahead = data
+			if !c.muted && !c.memWait {
 				p.park(c)
 			}
 			return
@@ -181,79 +247,28 @@ func (p *Processor) consume(c *conn, data []byte, owned bool) {
 				return
 			}
 			c.inFrame, c.frameSize = true, int(size)
-			if !p.reserve(c) {
-				continue // waiting for memory: the loop keeps the rest
+			if size == 0 {
+				p.completeFrame(c)
+				continue
+			}
+			if len(data) == 0 {
+				return // a buffer is reserved when the body's first bytes come
 			}
 		}
-		if want := c.frameSize - len(c.body); want > 0 {
-			c.growBody(len(data))
-			k := min(want, cap(c.body)-len(c.body), len(data))
-			c.body = append(c.body, data[:k]...)
-			data = data[k:]
+		if !p.growBody(c, len(data)) {
+			continue // waiting for memory: the loop keeps the rest
 		}
+		k := min(c.frameSize-len(c.body), cap(c.body)-len(c.body), len(data))
+		c.body = append(c.body, data[:k]...)
+		data = data[k:]
 		if len(c.body) == c.frameSize {
 			p.completeFrame(c)
 		}
 	}
 }
 
-// reserve reserves the frame's announced size in the memory pool. When the
-// pool is used up, or other connections already wait for it (they go
-// first), it queues the connection in memParked, unread until retryMemory
-// gives it its reservation, and returns false.
-//
-// Invariant: memParked is empty, or memWaiting is set (the pool will wake
-// the Processor at its next release).
-func (p *Processor) reserve(c *conn) bool {
-	if len(p.memParked) == 0 {
-		if p.memory.tryReserve(int64(c.frameSize)) {
-			c.reserved = true
-			return true
-		}
-		if !p.memWaiting {
-			// Register, then try once more: a release in between would
-			// otherwise be missed (see wakeList).
-			p.memWaiting = true
-			p.memory.notifyWhenFree(p.memoryFreed)
-			if p.memory.tryReserve(int64(c.frameSize)) {
-				c.reserved = true
-				return true
-			}
-		}
-	}
-	p.stats.memoryWaits.Add(1)
-	p.memParked = append(p.memParked, c)
-	return false
-}
-
-// retryMemory gives the connections waiting for memory their reservation,
-// oldest first, while the pool allows, and resumes them.
-func (p *Processor) retryMemory() {
-	for len(p.memParked) > 0 {
-		c := p.memParked[0]
-		if !c.closed && !c.reserved {
-			if !p.memory.tryReserve(int64(c.frameSize)) {
-				if !p.memWaiting {
-					p.memWaiting = true
-					p.memory.notifyWhenFree(p.memoryFreed)
-					continue // and try once more
-				}
-				return
-			}
-			c.reserved = true
-		}
-		p.memParked[0] = nil
-		p.memParked = p.memParked[1:]
-		if !c.closed && c.reserved {
-			p.resume(c)
-		}
-	}
-	p.memParked = nil
-}
-
-// waitingForMemory reports whether c knows its frame's size but has no
-// reservation for it yet.
-func (c *conn) waitingForMemory() bool { return c.inFrame && !c.reserved }
+// waitingForMemory reports whether c waits, unread, for the memory pool.
+func (c *conn) waitingForMemory() bool { return c.memWait }
 
 // completeFrame turns the frame just read into a Request, mutes the
 // connection (Kafka mutes a channel after every complete receive) and hands
@@ -267,12 +282,13 @@ func (p *Processor) completeFrame(c *conn) {
 		ConnID:     c.id,
 		from:       c,
 		pool:       p.memory,
-		reserved:   int64(c.frameSize),
 	}
+	r.reserved.Store(int64(cap(c.body)))
+	p.memory.completed(int64(cap(c.body)))
 	if r.Body == nil {
 		r.Body = []byte{} // a zero-size frame
 	}
-	c.body, c.inFrame, c.frameSize, c.reserved = nil, false, 0, false
+	c.body, c.inFrame, c.frameSize = nil, false, 0
 	c.inflight = r
 	c.muted, c.awaiting = true, true
 	p.awaiting++
@@ -360,8 +376,9 @@ func (p *Processor) unmute(c *conn) {
 	p.resume(c)
 }
 
-// resume lets a connection read again, after its response (unmute) or
-// after the RequestChannel made room (parked connections). Frames already
+// resume lets a connection read again, after its response (unmute), after
+// the RequestChannel made room (parked connections) or after the memory
+// pool granted its frame's buffer (retryMemory). Frames already
 // buffered in c.ahead go first; only when they are used up does the socket
 // get read again.
 func (p *Processor) resume(c *conn) {
@@ -380,7 +397,7 @@ func (p *Processor) resume(c *conn) {
 	if len(c.ahead) > 0 {
 		data := c.ahead
 		c.ahead = nil
-		if p.consume(c, data, true); c.closed || c.muted || c.parked {
+		if p.consume(c, data, true); c.closed || c.muted || c.parked || c.memWait {
 			return
 		}
 	}

@@ -48,6 +48,10 @@ func (p *RequestHandlerPool) run(id int) {
 // handler's failure: a panic is logged and the request's connection closed,
 // since its client would otherwise wait for an answer forever.
 func (p *RequestHandlerPool) handle(id int, r *Request) {
+	// The request's bytes go back to the memory pool when its handler
+	// returns, as Kafka's handler releases its buffer: a handler that
+	// holds the request longer (a long poll) holds only what it parsed.
+	defer r.release()
 	defer func() {
 		if v := recover(); v != nil {
 			p.logger.Error("request handler panicked; closing the connection",

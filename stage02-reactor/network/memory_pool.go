@@ -2,37 +2,43 @@ package network
 
 import "sync/atomic"
 
-// memoryPool bounds the bytes that requests hold between the moment their
-// size prefix is read and the moment they are answered: Kafka's MemoryPool
-// for queued.max.request.bytes. A connection reserves a frame's announced
-// size before reading its body; when the pool is used up, the Processor
-// (or the portable connection goroutine) stops reading that connection
-// until a request is answered and its bytes are released.
+// memoryPool bounds the bytes that requests hold, from their first body
+// byte until their handler returns: queued.max.request.bytes, Kafka's
+// MemoryPool. Unlike Kafka's, it counts what a frame's buffer really holds,
+// not what its size prefix announces: a frame reserves its buffer as the
+// buffer grows (64 KiB, then doubling, never past the announced size), so a
+// client that announces 100 MiB and sends 1 MiB costs 1 MiB, and twelve
+// bytes of size prefixes cannot reserve 300 MiB and stall everyone else.
 //
-// Like Kafka's SimpleMemoryPool in the broker (not strict), a reservation
-// succeeds whenever anything is left, even if the frame is bigger than what
-// is left: a frame larger than the whole pool is still served, alone, and
-// a connection that holds a reservation can always finish its frame, so
-// the pool never deadlocks. Reservations are accounting: the buffer itself
-// grows as the bytes arrive (a client that announces 100 MiB and sends
-// 1 MiB costs 1 MiB), and the pool bounds the sum of what was announced.
+// When the pool is used up, a frame that needs to grow waits, unread, until
+// bytes are released; so does the first buffer of a new frame. But frames
+// being read cannot release anything by themselves: only requests read
+// whole and with a handler ("complete") do, when the handler returns. So a
+// growth is refused only while some complete request holds memory, which
+// guarantees a release is coming; if everything reserved belongs to frames
+// still being read, a growth is granted past the limit (the pool is not
+// strict, as Kafka's in the broker is not), and the frame can finish. The
+// pool so never deadlocks, and overshoots by at most the growth steps of
+// the frames being read at that moment.
 type memoryPool struct {
-	limit int64 // queued.max.request.bytes; <= 0: unbounded
-	used  atomic.Int64
-	freed wakeList // whoever found the pool used up, woken at the next release
+	limit    int64        // queued.max.request.bytes; <= 0: unbounded
+	used     atomic.Int64 // bytes reserved: frames being read and requests not yet handled
+	complete atomic.Int64 // the part of used held by requests read whole
+	freed    wakeList     // whoever found the pool used up, woken at the next release
 }
 
 func newMemoryPool(limit int64) *memoryPool { return &memoryPool{limit: limit} }
 
-// tryReserve reserves n bytes if the pool is not used up.
-func (p *memoryPool) tryReserve(n int64) bool {
+// tryGrow reserves n more bytes for a frame being read, unless the pool is
+// used up and a release is sure to come (see memoryPool).
+func (p *memoryPool) tryGrow(n int64) bool {
 	if p.limit <= 0 || n == 0 {
 		p.used.Add(n)
 		return true
 	}
 	for {
 		used := p.used.Load()
-		if used >= p.limit {
+		if used >= p.limit && p.complete.Load() > 0 {
 			return false
 		}
 		if p.used.CompareAndSwap(used, used+n) {
@@ -41,10 +47,18 @@ func (p *memoryPool) tryReserve(n int64) bool {
 	}
 }
 
-// release returns n reserved bytes and wakes whoever waits for them.
-func (p *memoryPool) release(n int64) {
+// completed moves a whole frame's n reserved bytes to the complete part:
+// they are released when its handler returns.
+func (p *memoryPool) completed(n int64) { p.complete.Add(n) }
+
+// release returns n reserved bytes, of a complete request or of a frame
+// cut short, and wakes whoever waits for them.
+func (p *memoryPool) release(n int64, complete bool) {
 	if n == 0 {
 		return
+	}
+	if complete {
+		p.complete.Add(-n)
 	}
 	p.used.Add(-n)
 	p.freed.wakeAll()
@@ -61,15 +75,17 @@ func (p *memoryPool) inUse() int64 { return p.used.Load() }
 // the bytes already at hand are smaller or larger.
 const initialBodySize = 64 << 10
 
-// growFrame makes room in a full frame buffer: for the want bytes at hand,
-// or by doubling (at least initialBodySize), never past frameSize. Both
-// transports read frames into buffers that grow as the bytes arrive.
-func growFrame(body []byte, frameSize, want int) []byte {
-	if cap(body)-len(body) > 0 {
-		return body
-	}
-	size := min(frameSize, max(2*cap(body), len(body)+want, initialBodySize))
-	grown := make([]byte, len(body), size)
+// nextFrameCap is the capacity a full frame buffer grows to: room for the
+// want bytes at hand, or double (at least initialBodySize), never past
+// frameSize. Both transports read frames into buffers that grow as the
+// bytes arrive, reserving each growth from the pool first.
+func nextFrameCap(body []byte, frameSize, want int) int {
+	return min(frameSize, max(2*cap(body), len(body)+want, initialBodySize))
+}
+
+// growFrameTo returns body with capacity newCap, its bytes copied.
+func growFrameTo(body []byte, newCap int) []byte {
+	grown := make([]byte, len(body), newCap)
 	copy(grown, body)
 	return grown
 }

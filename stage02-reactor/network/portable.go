@@ -233,17 +233,19 @@ func (c *portableConn) loop() (closeReason, error) {
 		if err := checkSize(n, maxBytes); err != nil {
 			return closedBadSize, err
 		}
-		if !c.reserve(int64(n)) {
-			return closedAtShutdown, nil
-		}
 		body, err := c.readBody(int(n))
 		if err != nil {
-			t.srv.memory.release(int64(n))
+			t.srv.memory.release(int64(cap(body)), false)
+			if errors.Is(err, errStopped) {
+				return closedAtShutdown, nil
+			}
 			return c.readFailed(err)
 		}
+		t.srv.memory.completed(int64(cap(body)))
 		t.stats.requestsRead.Add(1)
 		r := &Request{Body: body, Received: time.Now(), RemoteAddr: c.remote, LocalAddr: c.local, ConnID: c.id,
-			from: c, pool: t.srv.memory, reserved: int64(n)}
+			from: c, pool: t.srv.memory}
+		r.reserved.Store(int64(cap(body)))
 		c.mu.Lock()
 		c.inflight = r
 		c.mu.Unlock()
@@ -251,7 +253,8 @@ func (c *portableConn) loop() (closeReason, error) {
 		if !t.srv.channel.TrySend(r) {
 			t.stats.backPressure.Add(1) // the queue is full: wait for room
 			if !t.srv.channel.Send(r, t.stop) {
-				return closedAtShutdown, nil // close counts the drop and releases r
+				r.release() // no handler will have it; close counts the drop
+				return closedAtShutdown, nil
 			}
 		}
 		resp, reason, ok := c.await()
@@ -304,12 +307,48 @@ func (c *portableConn) await() (resp Response, reason closeReason, ok bool) {
 	}
 }
 
-// reserve reserves a frame's n bytes in the memory pool, waiting while the
-// pool is used up. It returns false if the server is forced to stop first.
-func (c *portableConn) reserve(n int64) bool {
+// errStopped: the server was forced to stop while a frame waited for
+// memory.
+var errStopped = errors.New("network: server stopped")
+
+// readBody reads a frame of n bytes into a buffer that grows as the bytes
+// arrive, so a peer that announces more than it sends costs what it sent.
+// Each growth is reserved from the memory pool first, waiting while the
+// pool says no. On an error, the buffer (whose capacity is reserved) is
+// returned too, for the caller to release.
+func (c *portableConn) readBody(n int) ([]byte, error) {
+	var body []byte
+	for len(body) < n {
+		if len(body) == cap(body) {
+			newCap := nextFrameCap(body, n, 0)
+			if !c.grow(int64(newCap - cap(body))) {
+				return body, errStopped
+			}
+			body = growFrameTo(body, newCap)
+		}
+		m, err := io.ReadFull(c.nc, body[len(body):cap(body)])
+		body = body[:len(body)+m]
+		c.t.stats.bytesIn.Add(uint64(m))
+		if err != nil {
+			return body, err
+		}
+	}
+	if body == nil {
+		body = []byte{} // a zero-size frame
+	}
+	return body, nil
+}
+
+// grow reserves n more bytes for the frame being read, waiting while the
+// memory pool says no. It returns false if the server is forced to stop
+// first.
+func (c *portableConn) grow(n int64) bool {
 	pool := c.t.srv.memory
-	for !pool.tryReserve(n) {
-		c.t.stats.memoryWaits.Add(1)
+	if pool.tryGrow(n) {
+		return true
+	}
+	c.t.stats.memoryWaits.Add(1)
+	for {
 		freed := make(chan struct{}, 1)
 		pool.notifyWhenFree(func() {
 			select {
@@ -317,7 +356,7 @@ func (c *portableConn) reserve(n int64) bool {
 			default:
 			}
 		})
-		if pool.tryReserve(n) { // released between the try and the registration
+		if pool.tryGrow(n) { // released between the try and the registration
 			return true
 		}
 		select {
@@ -325,24 +364,10 @@ func (c *portableConn) reserve(n int64) bool {
 		case <-c.t.stop:
 			return false
 		}
-	}
-	return true
-}
-
-// readBody reads a frame of n bytes into a buffer that grows as the bytes
-// arrive, so a peer that announces more than it sends costs what it sent.
-func (c *portableConn) readBody(n int) ([]byte, error) {
-	body := make([]byte, 0, min(n, initialBodySize))
-	for len(body) < n {
-		body = growFrame(body, n, 0)
-		m, err := io.ReadFull(c.nc, body[len(body):cap(body)])
-		body = body[:len(body)+m]
-		c.t.stats.bytesIn.Add(uint64(m))
-		if err != nil {
-			return nil, err
+		if pool.tryGrow(n) {
+			return true
 		}
 	}
-	return body, nil
 }
 
 // armRead prepares the read of the next request: it refuses once the
@@ -447,20 +472,19 @@ func (c *portableConn) close(reason closeReason, err error) {
 	c.stopWatching()
 	c.mu.Lock()
 	c.closed = true
-	if c.inflight != nil {
-		// A handler holding it can let go now, and may never answer:
-		// its bytes go back to the pool here.
-		c.inflight.cancel()
-		c.inflight.release()
-		c.inflight = nil
-		t.stats.responsesDropped.Add(1)
-	}
+	inflight := c.inflight
+	c.inflight = nil
 	select {
 	case <-c.resp: // answered, but the goroutine left before writing it
 		t.stats.responsesDropped.Add(1)
 	default:
 	}
 	c.mu.Unlock()
+	if inflight != nil {
+		// Outside mu: Done takes the request's lock and then ours.
+		inflight.cancel() // a handler holding it can let go now, and need not answer
+		t.stats.responsesDropped.Add(1)
+	}
 	c.nc.Close()
 
 	t.mu.Lock()

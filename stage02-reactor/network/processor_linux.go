@@ -548,14 +548,11 @@ func (p *Processor) closeConn(c *conn, reason closeReason, err error) {
 		p.stats.responsesDropped.Add(1)
 	}
 	if c.inflight != nil {
-		// A handler holding it can let go now, and may never answer:
-		// its bytes go back to the pool here.
-		c.inflight.cancel()
-		c.inflight.release()
+		c.inflight.cancel() // a handler holding it can let go now, and need not answer
 		c.inflight = nil
 	}
-	if c.inFrame && c.reserved {
-		p.memory.release(int64(c.frameSize)) // a frame cut short
+	if c.inFrame {
+		p.memory.release(int64(cap(c.body)), false) // a frame cut short
 	}
 	if c.sends != nil {
 		p.stats.responsesDropped.Add(1)
@@ -583,7 +580,7 @@ func (p *Processor) closeAll(reason closeReason) {
 	// Nobody will answer the pending requests now (their connections
 	// counted the drops).
 	for _, pr := range p.pending {
-		pr.r.release()
+		pr.r.release() // no handler will have it
 	}
 	p.pending, p.parked, p.memParked = nil, nil, nil
 }

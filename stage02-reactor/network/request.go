@@ -38,11 +38,12 @@ type Request struct {
 	responded atomic.Bool
 
 	// pool and reserved: the bytes the request holds in the server's
-	// memory pool (queued.max.request.bytes), released by the first
-	// Respond or when the request is dropped unanswered. Set once before
-	// the request is queued.
+	// memory pool (queued.max.request.bytes), released, as in Kafka's
+	// KafkaRequestHandler, when its handler returns (whatever the handler
+	// still holds was parsed out of them), or when the request is dropped
+	// before reaching a handler. Set before the request is queued.
 	pool     *memoryPool
-	reserved int64
+	reserved atomic.Int64
 
 	// doneMu protects done and canceled. done is made by the first Done
 	// call and closed by cancel; canceled records a cancel that came
@@ -63,16 +64,21 @@ type Request struct {
 // requests that never ask.
 func (r *Request) Done() <-chan struct{} {
 	r.doneMu.Lock()
-	defer r.doneMu.Unlock()
-	if r.done == nil {
+	first := r.done == nil
+	if first {
 		r.done = make(chan struct{})
 		if r.canceled {
 			close(r.done)
-		} else if r.from != nil {
-			r.from.watch(r)
 		}
 	}
-	return r.done
+	done, watch := r.done, first && !r.canceled && r.from != nil
+	r.doneMu.Unlock()
+	// Outside doneMu: watch takes the connection's lock, which a closing
+	// connection holds while it cancels (doneMu): the other order.
+	if watch {
+		r.from.watch(r)
+	}
+	return done
 }
 
 // cancel closes Done's channel: the request will not be answered.
@@ -91,8 +97,8 @@ func (r *Request) cancel() {
 // release returns the request's bytes to the memory pool, once.
 func (r *Request) release() {
 	if r.pool != nil {
-		if n := atomic.SwapInt64(&r.reserved, 0); n != 0 {
-			r.pool.release(n)
+		if n := r.reserved.Swap(0); n != 0 {
+			r.pool.release(n, true)
 		}
 	}
 }
@@ -132,7 +138,6 @@ func (r *Request) Respond(resp Response) {
 		}
 		return
 	}
-	r.release()
 	if r.from == nil { // a Request built by hand, e.g. in a handler's unit test
 		return
 	}
@@ -143,11 +148,8 @@ func (r *Request) Respond(resp Response) {
 // it to close the connection of a request whose handler panicked, which may
 // or may not have responded already.
 func (r *Request) tryRespond(resp Response) {
-	if r.responded.CompareAndSwap(false, true) {
-		r.release()
-		if r.from != nil {
-			r.from.respond(r, resp)
-		}
+	if r.responded.CompareAndSwap(false, true) && r.from != nil {
+		r.from.respond(r, resp)
 	}
 }
 
