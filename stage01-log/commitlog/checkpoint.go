@@ -166,6 +166,18 @@ func ReadOffsetCheckpoint(path string) (map[TopicPartition]int64, error) {
 }
 
 // syncDir fsyncs a directory, making a rename in it durable.
+// RemoveFileDurably removes a file and fsyncs its directory, so that a
+// crash after it returns cannot bring the file back.
+func RemoveFileDurably(path string) error {
+	if err := os.Remove(path); err != nil {
+		return err
+	}
+	if err := syncDir(filepath.Dir(path)); err != nil {
+		return fmt.Errorf("remove %s: %w", path, err)
+	}
+	return nil
+}
+
 func syncDir(dir string) error {
 	d, err := os.Open(dir)
 	if err != nil {

@@ -59,6 +59,7 @@ type Manager struct {
 	logs     map[TopicPartition]*Log  // Protected by mu.
 	offline  map[TopicPartition]error // logs that failed to open, and why. Protected by mu.
 	creating map[TopicPartition]bool  // logs being created by Create. Protected by mu.
+	removing map[TopicPartition]bool  // logs out of logs but whose directory is not renamed yet. Protected by mu.
 	deleting map[*Log]*pendingDelete  // deleted logs waiting out file.delete.delay.ms. Protected by mu.
 	closed   bool                     // Protected by mu.
 
@@ -82,7 +83,7 @@ func OpenManager(dir string, cfg ManagerConfig, opts ManagerOptions) (*Manager, 
 		return nil, err
 	}
 	m := &Manager{dir: dir, cfg: cfg, opts: opts, lock: lock, logs: map[TopicPartition]*Log{},
-		offline: map[TopicPartition]error{}, creating: map[TopicPartition]bool{}, deleting: map[*Log]*pendingDelete{}, stop: make(chan struct{})}
+		offline: map[TopicPartition]error{}, creating: map[TopicPartition]bool{}, removing: map[TopicPartition]bool{}, deleting: map[*Log]*pendingDelete{}, stop: make(chan struct{})}
 	if err := m.loadLogs(); err != nil {
 		for _, l := range m.logs {
 			l.Close()
@@ -215,6 +216,12 @@ func (m *Manager) Create(tp TopicPartition, cfg Config) (*Log, error) {
 		m.mu.Unlock()
 		return nil, fmt.Errorf("%w: %s", ErrLogExists, tp)
 	}
+	if m.removing[tp] {
+		// Its old directory still has the name: opening it would adopt
+		// the old log, which the deletion then renames away.
+		m.mu.Unlock()
+		return nil, fmt.Errorf("%w: %s is being deleted", ErrLogExists, tp)
+	}
 	if err, ok := m.offline[tp]; ok {
 		m.mu.Unlock()
 		return nil, err
@@ -255,11 +262,13 @@ func (m *Manager) Delete(tp TopicPartition) error {
 		return nil
 	}
 	doomed := filepath.Join(m.dir, fmt.Sprintf("%s.%d%s", tp, time.Now().UnixNano(), deleteDirSuffix))
-	if err := os.Rename(l.Dir(), doomed); err != nil {
-		return errors.Join(fmt.Errorf("delete log %s: %w", tp, err), l.release())
-	}
+	err := os.Rename(l.Dir(), doomed)
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	delete(m.removing, tp) // the name is free (or, after an error, the log is gone anyway)
+	if err != nil {
+		return errors.Join(fmt.Errorf("delete log %s: %w", tp, err), l.release())
+	}
 	if m.closed { // Close ran meanwhile: do not leave the files to a timer
 		return m.finishDelete(l, doomed)
 	}
@@ -287,15 +296,46 @@ func (m *Manager) DeleteNow(tp TopicPartition) error {
 	if l == nil {
 		return nil
 	}
-	return m.finishDelete(l, l.Dir())
+	err := m.finishDelete(l, l.Dir())
+	m.mu.Lock()
+	delete(m.removing, tp)
+	m.mu.Unlock()
+	return err
+}
+
+// DeleteOffline removes the directory of a partition whose log is offline
+// (it could not be opened), as a topic deletion does, freeing its name.
+func (m *Manager) DeleteOffline(tp TopicPartition) error {
+	m.mu.Lock()
+	if _, ok := m.offline[tp]; !ok {
+		m.mu.Unlock()
+		return nil
+	}
+	delete(m.offline, tp)
+	m.removing[tp] = true
+	m.mu.Unlock()
+	defer func() {
+		m.mu.Lock()
+		delete(m.removing, tp)
+		m.mu.Unlock()
+	}()
+	doomed := filepath.Join(m.dir, fmt.Sprintf("%s.%d%s", tp, time.Now().UnixNano(), deleteDirSuffix))
+	if err := os.Rename(filepath.Join(m.dir, tp.String()), doomed); err != nil {
+		return fmt.Errorf("delete offline log %s: %w", tp, err)
+	}
+	return os.RemoveAll(doomed)
 }
 
 // takeOut removes a partition's log from the Manager and retires it, for
-// deletion; nil if there is none.
+// deletion; nil if there is none. Until the caller clears removing, Create
+// refuses the partition.
 func (m *Manager) takeOut(tp TopicPartition) *Log {
 	m.mu.Lock()
 	l, ok := m.logs[tp]
 	delete(m.logs, tp)
+	if ok {
+		m.removing[tp] = true
+	}
 	m.mu.Unlock()
 	if !ok {
 		return nil

@@ -104,7 +104,7 @@ func (b *Broker) Start() error {
 	}
 	b.logger.Info("broker ready", "broker.id", b.cfg.BrokerID, "listener", b.server.Addr().String(),
 		"advertised", fmt.Sprintf("%s:%d", b.cfg.AdvertisedHost, b.cfg.AdvertisedPort),
-		"log.dirs", b.cfg.LogDir, "cluster.id", b.store.ClusterID(), "topics", len(b.store.Topics()))
+		"log.dirs", b.cfg.LogDir, "cluster.id", b.store.ClusterID(), "topics", len(b.store.TopicNames()))
 	return nil
 }
 

@@ -100,7 +100,7 @@ func TestRestartKeepsEverythingAcknowledged(t *testing.T) {
 	cl.Close()
 
 	tb.restart()
-	require.Equal(t, []string{"durable"}, tb.Store().Topics(), "the topic is found again in log.dirs")
+	require.Equal(t, []string{"durable"}, tb.Store().TopicNames(), "the topic is found again in log.dirs")
 	cl = tb.client()
 	produceRecords(t, cl, "durable", 0, "after-restart")
 	want = append(want, "after-restart")

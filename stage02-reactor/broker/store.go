@@ -23,10 +23,11 @@ var (
 )
 
 // creatingMarkerPrefix names the file that marks a topic whose creation is
-// under way: ".creating-<topic>" in the log directory. A start-up that finds
-// one deletes whatever partitions of that topic exist, since the creation
-// never finished and was never acknowledged.
-const creatingMarkerPrefix = ".creating-"
+// under way: ".creating~<topic>" in the log directory ('~' is not allowed
+// in topic names, so no partition directory can look like one). A
+// start-up that finds one deletes whatever partitions of that topic exist,
+// since the creation never finished and was never acknowledged.
+const creatingMarkerPrefix = ".creating~"
 
 // Partition is one partition this broker holds: its log, and a Signal
 // raised after every append (long-poll fetches; stage 03's followers).
@@ -65,8 +66,9 @@ type Store struct {
 	mu         sync.RWMutex
 	partitions map[commitlog.TopicPartition]*Partition // Protected by mu.
 	topics     map[string][]*Partition                 // by topic, in partition order. Protected by mu.
-	offline    map[commitlog.TopicPartition]error      // logs that failed to open. Protected by mu.
+	offline    map[string]map[int32]error              // by topic: logs that failed to open. Protected by mu.
 	creating   map[string]int32                        // topics being created: partitions reserved. Protected by mu.
+	pending    int                                     // single partitions being created (CreatePartition). Protected by mu.
 	configs    map[string]map[string]string            // topic -> its overrides. Protected by mu.
 }
 
@@ -93,12 +95,17 @@ func OpenStore(dir string, brokerID int32, cfg commitlog.ManagerConfig, opts Sto
 	}
 	s := &Store{dir: dir, defaults: cfg.Log, clusterID: clusterID, maxPartitions: opts.MaxPartitions, logger: opts.Logger,
 		partitions: map[commitlog.TopicPartition]*Partition{}, topics: map[string][]*Partition{},
-		creating: map[string]int32{}, configs: configs}
+		offline: map[string]map[int32]error{}, creating: map[string]int32{}, configs: configs}
 	s.logs, err = commitlog.OpenManager(dir, cfg, commitlog.ManagerOptions{TopicConfig: s.topicConfig, Logger: opts.Logger})
 	if err != nil {
 		return nil, err
 	}
-	s.offline = s.logs.Offline()
+	for tp, err := range s.logs.Offline() {
+		if s.offline[tp.Topic] == nil {
+			s.offline[tp.Topic] = map[int32]error{}
+		}
+		s.offline[tp.Topic][tp.Partition] = err
+	}
 	for _, tp := range s.logs.Partitions() {
 		l, _ := s.logs.Get(tp)
 		s.addLocked(&Partition{TopicPartition: tp, Log: l})
@@ -113,37 +120,44 @@ func OpenStore(dir string, brokerID int32, cfg commitlog.ManagerConfig, opts Sto
 // finishInterruptedCreations removes the partitions of every topic whose
 // creation marker is still there: a crash cut the creation short.
 func (s *Store) finishInterruptedCreations() error {
-	markers, err := filepath.Glob(filepath.Join(s.dir, creatingMarkerPrefix+"*"))
+	entries, err := os.ReadDir(s.dir)
 	if err != nil {
 		return err
 	}
-	for _, marker := range markers {
-		topic := strings.TrimPrefix(filepath.Base(marker), creatingMarkerPrefix)
-		parts := s.topics[topic]
-		delete(s.topics, topic)
-		s.logger.Warn("removing a topic whose creation did not finish", "topic", topic, "partitions_found", len(parts))
-		for _, p := range parts {
-			delete(s.partitions, p.TopicPartition)
-			if err := s.logs.DeleteNow(p.TopicPartition); err != nil {
-				return err
-			}
+	for _, e := range entries {
+		topic, ok := strings.CutPrefix(e.Name(), creatingMarkerPrefix)
+		if !ok || !e.Type().IsRegular() {
+			continue
 		}
-		for tp := range s.offline {
-			if tp.Topic == topic {
-				delete(s.offline, tp)
-				os.RemoveAll(filepath.Join(s.dir, tp.String()))
-			}
+		s.logger.Warn("removing a topic whose creation did not finish", "topic", topic)
+		if err := s.removeTopicLocked(topic); err != nil {
+			return err
 		}
-		if _, ok := s.configs[topic]; ok {
-			if err := s.saveTopicConfigsLocked(topic, nil); err != nil {
-				return err
-			}
-		}
-		if err := os.Remove(marker); err != nil {
+		if err := os.Remove(filepath.Join(s.dir, e.Name())); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// removeTopicLocked forgets a topic and deletes its logs at once (those that
+// opened and those offline) and its configs: a creation undone. Called with
+// mu held, or before the store is shared.
+func (s *Store) removeTopicLocked(topic string) error {
+	var errs []error
+	for _, p := range s.topics[topic] {
+		delete(s.partitions, p.TopicPartition)
+		errs = append(errs, s.logs.DeleteNow(p.TopicPartition))
+	}
+	delete(s.topics, topic)
+	for id := range s.offline[topic] {
+		errs = append(errs, s.logs.DeleteOffline(commitlog.TopicPartition{Topic: topic, Partition: id}))
+	}
+	delete(s.offline, topic)
+	if _, ok := s.configs[topic]; ok {
+		errs = append(errs, s.saveTopicConfigsLocked(topic, nil))
+	}
+	return errors.Join(errs...)
 }
 
 // addLocked publishes a partition. Called with mu held (or before the store
@@ -174,9 +188,6 @@ func (s *Store) Dir() string { return s.dir }
 // ClusterID is the id in meta.properties.
 func (s *Store) ClusterID() string { return s.clusterID }
 
-// MaxPartitions is the most partitions the store will hold.
-func (s *Store) MaxPartitions() int { return s.maxPartitions }
-
 // Partition returns a partition this broker holds.
 func (s *Store) Partition(topic string, partition int32) (*Partition, bool) {
 	s.mu.RLock()
@@ -195,7 +206,7 @@ func (s *Store) Lookup(topic string, partition int32) (*Partition, int16) {
 	if p, ok := s.partitions[tp]; ok {
 		return p, 0
 	}
-	if _, ok := s.offline[tp]; ok {
+	if _, ok := s.offline[topic][partition]; ok {
 		return nil, kerrKafkaStorageError
 	}
 	return nil, kerrUnknownTopicOrPartition
@@ -205,9 +216,11 @@ func (s *Store) Lookup(topic string, partition int32) (*Partition, int16) {
 func (s *Store) Offline() map[commitlog.TopicPartition]error {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	out := make(map[commitlog.TopicPartition]error, len(s.offline))
-	for tp, err := range s.offline {
-		out[tp] = err
+	out := map[commitlog.TopicPartition]error{}
+	for topic, parts := range s.offline {
+		for id, err := range parts {
+			out[commitlog.TopicPartition{Topic: topic, Partition: id}] = err
+		}
 	}
 	return out
 }
@@ -234,14 +247,13 @@ func (s *Store) TopicPartitions(topic string) []*Partition {
 }
 
 // TopicState returns a topic's partitions this broker serves, in partition
-// order, and the numbers of those whose logs are offline.
+// order, and the numbers of those whose logs are offline. It costs the
+// topic's partitions, whatever else the broker holds.
 func (s *Store) TopicState(topic string) (parts []*Partition, offline []int32) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	for tp := range s.offline {
-		if tp.Topic == topic {
-			offline = append(offline, tp.Partition)
-		}
+	for id := range s.offline[topic] {
+		offline = append(offline, id)
 	}
 	slices.Sort(offline)
 	return slices.Clone(s.topics[topic]), offline
@@ -251,13 +263,13 @@ func (s *Store) TopicState(topic string) (parts []*Partition, offline []int32) {
 // sorted.
 func (s *Store) TopicNames() []string {
 	s.mu.RLock()
-	out := make([]string, 0, len(s.topics))
+	out := make([]string, 0, len(s.topics)+len(s.offline))
 	for name := range s.topics {
 		out = append(out, name)
 	}
-	for tp := range s.offline {
-		if _, ok := s.topics[tp.Topic]; !ok && !slices.Contains(out, tp.Topic) {
-			out = append(out, tp.Topic)
+	for name := range s.offline {
+		if _, ok := s.topics[name]; !ok {
+			out = append(out, name)
 		}
 	}
 	s.mu.RUnlock()
@@ -265,22 +277,13 @@ func (s *Store) TopicNames() []string {
 	return out
 }
 
-// Topics lists the topics this broker holds partitions of, sorted.
-func (s *Store) Topics() []string {
-	s.mu.RLock()
-	out := make([]string, 0, len(s.topics))
-	for name := range s.topics {
-		out = append(out, name)
-	}
-	s.mu.RUnlock()
-	slices.Sort(out)
-	return out
-}
-
-// count is the partitions held, offline or being created: what counts
-// against MaxPartitions. Called with mu held.
+// countLocked is the partitions held, offline or being created: what
+// counts against MaxPartitions. Called with mu held.
 func (s *Store) countLocked() int {
-	n := len(s.partitions) + len(s.offline)
+	n := len(s.partitions) + s.pending
+	for _, parts := range s.offline {
+		n += len(parts)
+	}
 	for _, reserved := range s.creating {
 		n += int(reserved)
 	}
@@ -312,19 +315,21 @@ func (s *Store) CreatePartition(tp commitlog.TopicPartition) (*Partition, error)
 		return nil, err
 	}
 	s.mu.Lock()
-	err := s.reserveLocked(1)
-	s.mu.Unlock()
-	if err != nil {
+	if err := s.reserveLocked(1); err != nil {
+		s.mu.Unlock()
 		return nil, err
 	}
+	s.pending++
+	s.mu.Unlock()
 	l, err := s.logs.Create(tp, s.topicConfig(tp.Topic))
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.pending--
 	if err != nil {
 		return nil, err
 	}
 	p := &Partition{TopicPartition: tp, Log: l}
-	s.mu.Lock()
 	s.addLocked(p)
-	s.mu.Unlock()
 	return p, nil
 }
 
@@ -387,37 +392,37 @@ func (s *Store) checkNewTopicLocked(name string) error {
 	if _, ok := s.creating[name]; ok {
 		return fmt.Errorf("%w: %s (being created)", ErrTopicExists, name)
 	}
-	for tp := range s.offline {
-		if tp.Topic == name {
-			return fmt.Errorf("%w: %s (offline)", ErrTopicExists, name)
-		}
+	if _, ok := s.offline[name]; ok {
+		return fmt.Errorf("%w: %s (offline: delete it to free the name)", ErrTopicExists, name)
 	}
 	return nil
 }
 
 // createLogs makes the topic's files under its creation marker: the
-// configs, then one log per partition. On failure it removes everything it
-// made, marker last.
+// configs, then one log per partition, then the marker goes. On failure,
+// the marker's removal included (left behind, it would undo an
+// acknowledged topic at the next start), it removes everything it made,
+// marker last.
 func (s *Store) createLogs(name string, partitions int32, configs map[string]string, cfg commitlog.Config) (created []*Partition, err error) {
 	marker := filepath.Join(s.dir, creatingMarkerPrefix+name)
 	if err := commitlog.WriteFileAtomic(marker, nil); err != nil {
 		return nil, fmt.Errorf("create topic %s: %w", name, err)
 	}
 	defer func() {
-		if err != nil {
-			for _, p := range created {
-				err = errors.Join(err, s.logs.DeleteNow(p.TopicPartition))
-			}
-			if len(configs) > 0 {
-				s.mu.Lock()
-				err = errors.Join(err, s.saveTopicConfigsLocked(name, nil))
-				s.mu.Unlock()
-			}
+		if err == nil {
+			return
 		}
-		if rerr := os.Remove(marker); rerr != nil {
-			// Left behind, the marker would delete the topic at the next
-			// start: say so loudly.
-			s.logger.Error("could not remove a topic's creation marker", "topic", name, "marker", marker, "err", rerr)
+		for _, p := range created {
+			err = errors.Join(err, s.logs.DeleteNow(p.TopicPartition))
+		}
+		if len(configs) > 0 {
+			s.mu.Lock()
+			err = errors.Join(err, s.saveTopicConfigsLocked(name, nil))
+			s.mu.Unlock()
+		}
+		if rerr := os.Remove(marker); rerr != nil && !errors.Is(rerr, os.ErrNotExist) {
+			s.logger.Error("could not remove a failed topic creation's marker; the next start removes the topic",
+				"topic", name, "marker", marker, "err", rerr)
 		}
 	}()
 	if len(configs) > 0 {
@@ -431,33 +436,43 @@ func (s *Store) createLogs(name string, partitions int32, configs map[string]str
 	for i := range partitions {
 		tp := commitlog.TopicPartition{Topic: name, Partition: i}
 		l, err := s.logs.Create(tp, cfg)
+		if errors.Is(err, commitlog.ErrLogExists) { // its old log is being deleted
+			return created, fmt.Errorf("%w: %s is marked for deletion", ErrTopicExists, name)
+		}
 		if err != nil {
 			return created, fmt.Errorf("create topic %s: partition %d of %d: %w", name, i, partitions, err)
 		}
 		created = append(created, &Partition{TopicPartition: tp, Log: l})
 	}
+	if err := commitlog.RemoveFileDurably(marker); err != nil {
+		return created, fmt.Errorf("create topic %s: finishing: %w", name, err)
+	}
 	return created, nil
 }
 
-// DeleteTopic deletes every partition of a topic this broker holds, and
-// the topic's configs.
+// DeleteTopic deletes every partition of a topic this broker holds,
+// offline ones included, and the topic's configs.
 func (s *Store) DeleteTopic(name string) error {
 	s.mu.Lock()
-	parts := s.topics[name]
+	parts, offline := s.topics[name], s.offline[name]
 	delete(s.topics, name)
+	delete(s.offline, name)
 	for _, p := range parts {
 		delete(s.partitions, p.TopicPartition)
 	}
 	var errs []error
-	if _, ok := s.configs[name]; ok && len(parts) > 0 {
+	if _, ok := s.configs[name]; ok && len(parts)+len(offline) > 0 {
 		errs = append(errs, s.saveTopicConfigsLocked(name, nil))
 	}
 	s.mu.Unlock()
-	if len(parts) == 0 {
+	if len(parts)+len(offline) == 0 {
 		return fmt.Errorf("%w: %s", ErrUnknownTopic, name)
 	}
 	for _, p := range parts {
 		errs = append(errs, s.logs.Delete(p.TopicPartition))
+	}
+	for id := range offline {
+		errs = append(errs, s.logs.DeleteOffline(commitlog.TopicPartition{Topic: name, Partition: id}))
 	}
 	s.logger.Info("deleted topic", "topic", name)
 	return errors.Join(errs...)

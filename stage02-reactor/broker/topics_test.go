@@ -244,6 +244,7 @@ func TestACreationCutShortByACrashIsUndoneAtStart(t *testing.T) {
 	tb.createTopic("ghost", 3)
 	tb.stop()
 	require.NoError(t, os.WriteFile(filepath.Join(tb.dir, creatingMarkerPrefix+"ghost"), nil, 0o644))
+	require.NoError(t, os.MkdirAll(filepath.Join(tb.dir, creatingMarkerPrefix+"kept"), 0o755)) // not a file: not a marker
 	require.NoError(t, os.RemoveAll(filepath.Join(tb.dir, "ghost-0"))) // as if the crash came before it
 	tb.start()
 	require.Empty(t, tb.Store().TopicPartitions("ghost"))
@@ -321,6 +322,30 @@ func TestADamagedPartitionDoesNotStopTheBroker(t *testing.T) {
 	require.Equal(t, int32(-1), md.Topics[0].Partitions[0].Leader)
 	require.Equal(t, kerr.KafkaStorageError.Code, produceRaw(t, tb, "broken", 0, batchOf(t, "x")).ErrorCode)
 	require.Contains(t, tb.Store().Offline()[commitlog.TopicPartition{Topic: "broken", Partition: 0}].Error(), "garbage.log")
+
+	// The operator's way out: delete the topic. Its name is free again.
+	resp, err := createTopicsRequest("broken", 1, 1, nil).RequestWith(context.Background(), tb.client())
+	require.NoError(t, err)
+	require.Equal(t, kerr.TopicAlreadyExists.Code, resp.Topics[0].ErrorCode, "an offline topic still holds its name")
+	del := kmsg.NewPtrDeleteTopicsRequest()
+	del.TopicNames = []string{"broken"}
+	dresp, err := del.RequestWith(context.Background(), tb.client())
+	require.NoError(t, err)
+	require.Zero(t, dresp.Topics[0].ErrorCode)
+	require.Empty(t, tb.Store().Offline())
+	tb.createTopic("broken", 1)
+	produceRecords(t, tb.client(), "broken", 0, "again")
+}
+
+// TestATopicNamedLikeACreationMarkerIsNotOne: a topic's partition
+// directory can never look like the marker of an unfinished creation.
+func TestATopicNamedLikeACreationMarkerIsNotOne(t *testing.T) {
+	tb := startBroker(t)
+	tb.createTopic(".creating-x", 1) // once mistaken for the marker of a topic "x-0"
+	tb.createTopic("x-0", 1)
+	tb.restart()
+	require.Len(t, tb.Store().TopicPartitions(".creating-x"), 1)
+	require.Len(t, tb.Store().TopicPartitions("x-0"), 1)
 }
 
 // TestEightMillionNameMetadataRequestsStayInBounds: eight clients at once
