@@ -245,7 +245,7 @@ func TestACreationCutShortByACrashIsUndoneAtStart(t *testing.T) {
 	tb.stop()
 	require.NoError(t, os.WriteFile(filepath.Join(tb.dir, creatingMarkerPrefix+"ghost"), nil, 0o644))
 	require.NoError(t, os.MkdirAll(filepath.Join(tb.dir, creatingMarkerPrefix+"kept"), 0o755)) // not a file: not a marker
-	require.NoError(t, os.RemoveAll(filepath.Join(tb.dir, "ghost-0"))) // as if the crash came before it
+	require.NoError(t, os.RemoveAll(filepath.Join(tb.dir, "ghost-0")))                         // as if the crash came before it
 	tb.start()
 	require.Empty(t, tb.Store().TopicPartitions("ghost"))
 	require.NoDirExists(t, filepath.Join(tb.dir, "ghost-1"))
