@@ -413,10 +413,10 @@ func TestReadsAndAppendsDoNotWaitForAFlush(t *testing.T) {
 	t.Cleanup(func() { syncFile = (*os.File).Sync })
 	var once sync.Once
 	unblock := func() { once.Do(func() { close(release) }) }
-	t.Cleanup(unblock)
 
 	h := newLogHarness(t, smallConfig())
 	l := h.open(Options{})
+	t.Cleanup(unblock) // after open's cleanup was registered, so it runs first: Close must not meet a held fsync
 	h.appendBatches(l, 30, 2, 100) // several segments; their flushes are held too
 	flushed := make(chan error, 1)
 	go func() { flushed <- l.Flush() }()

@@ -5,6 +5,7 @@ import (
 	"io"
 	"math"
 	"os"
+	"sync"
 
 	"github.com/kafkaworkbook/workbook/stage01-log/record"
 )
@@ -89,30 +90,97 @@ func (l *Log) ReadUpTo(offset int64, maxBytes int, maxOffset int64) (Region, err
 
 // OffsetForTimestamp answers ListOffsets by time as Kafka does: the offset
 // and timestamp of the first record, at or after the log start offset,
-// whose timestamp is >= ts. Batches are skipped by their max timestamp and
-// the one that reaches ts is decoded, so the answer is a record, not a
-// batch boundary. found is false when every record is older.
+// whose timestamp is >= ts. Batches are skipped by their max timestamp,
+// and the one that reaches ts is decoded (decompressed if need be) to find
+// the record: records inside a batch need not be in timestamp order, and
+// the first in offset order wins; a LogAppendTime batch's records all carry
+// the batch's max timestamp. found is false when every record is older.
+//
+// The batch is found under the log's read lock and decoded after it is
+// released, so appends never wait for a decompression.
 func (l *Log) OffsetForTimestamp(ts int64) (offset, timestamp int64, found bool, err error) {
-	l.mu.RLock()
-	defer l.mu.RUnlock()
-	if l.closed {
-		return 0, 0, false, ErrClosed
-	}
-	var records record.Reader
-	for _, s := range l.segments {
-		if err := s.loadTimestamps(); err != nil {
+	records := recordReaders.Get().(*record.Reader)
+	defer func() {
+		records.Trim(pooledReaderBytes)
+		recordReaders.Put(records)
+	}()
+	from := int64(-1) // the log start offset, read under the lock
+	for {
+		batch, h, ok, err := l.batchByTimestamp(ts, &from)
+		if err != nil || !ok {
 			return 0, 0, false, err
+		}
+		it, err := records.Records(batch)
+		if err != nil {
+			return 0, 0, false, fmt.Errorf("log %s: batch at offset %d: %w", l.dir, h.BaseOffset, err)
+		}
+		for it.Next() {
+			r := it.Record()
+			offset, timestamp = h.BaseOffset+int64(r.OffsetDelta), h.FirstTimestamp+r.TimestampDelta
+			if h.Attributes.LogAppendTime() {
+				timestamp = h.MaxTimestamp
+			}
+			if timestamp >= ts && offset >= from {
+				return offset, timestamp, true, nil
+			}
+		}
+		if err := it.Err(); err != nil {
+			return 0, 0, false, fmt.Errorf("log %s: batch at offset %d: %w", l.dir, h.BaseOffset, err)
+		}
+		from = h.NextOffset() // only records before the log start offset reached ts
+	}
+}
+
+// batchByTimestamp finds, under the read lock, the first batch at or after
+// *from (the log start offset when *from is -1, which it then sets) whose
+// max timestamp is >= ts, and reads it. The read happens after the lock is
+// released: a segment removed meanwhile keeps its file open for
+// file.delete.delay.ms.
+func (l *Log) batchByTimestamp(ts int64, from *int64) ([]byte, record.BatchHeader, bool, error) {
+	l.mu.RLock()
+	if l.closed {
+		l.mu.RUnlock()
+		return nil, record.BatchHeader{}, false, ErrClosed
+	}
+	if *from < 0 {
+		*from = l.logStartOffset
+	}
+	var file *os.File
+	var pos int64
+	var h record.BatchHeader
+	found := false
+	for i := max(l.segmentIndexFor(*from), 0); i < len(l.segments) && !found; i++ {
+		s := l.segments[i]
+		if err := s.loadTimestamps(); err != nil {
+			l.mu.RUnlock()
+			return nil, h, false, err
 		}
 		if s.maxTimestamp < ts {
 			continue
 		}
-		offset, timestamp, found, err := s.findByTimestamp(ts, l.logStartOffset, &records)
-		if err != nil || found {
-			return offset, timestamp, found, err
+		var err error
+		if pos, h, found, err = s.findBatchByTimestamp(ts, *from); err != nil {
+			l.mu.RUnlock()
+			return nil, h, false, err
 		}
+		file = s.file
 	}
-	return 0, 0, false, nil
+	l.mu.RUnlock()
+	if !found {
+		return nil, h, false, nil
+	}
+	batch := make([]byte, h.Size())
+	if _, err := file.ReadAt(batch, pos); err != nil {
+		return nil, h, false, fmt.Errorf("log %s: read batch at offset %d: %w", l.dir, h.BaseOffset, err)
+	}
+	return batch, h, true, nil
 }
+
+// recordReaders decode the batches OffsetForTimestamp finds; a pooled
+// reader keeps at most pooledReaderBytes of decompression buffer.
+var recordReaders = sync.Pool{New: func() any { return new(record.Reader) }}
+
+const pooledReaderBytes = 4 << 20
 
 // EndOffset is the log end offset (LEO): the offset the next append gets.
 func (l *Log) EndOffset() int64 {

@@ -421,55 +421,31 @@ func (s *segment) translateOffset(target int64) (pos int64, h record.BatchHeader
 	}
 }
 
-// findByTimestamp returns the first record at or after startOffset whose
-// timestamp is >= ts, as Kafka's LogSegment.findOffsetByTimestamp: the time
-// index gives a batch to start from, batches whose max timestamp is older
-// are skipped by their header, and the first batch that reaches ts is
-// decoded (decompressed if need be) to find the record. Records inside a
-// batch need not be in timestamp order; the first in offset order wins. A
-// LogAppendTime batch's records all carry the batch's max timestamp.
-func (s *segment) findByTimestamp(ts, startOffset int64, records *record.Reader) (offset, timestamp int64, found bool, err error) {
+// findBatchByTimestamp returns the first batch whose max timestamp is >= ts
+// and whose last offset is >= from, as Kafka's LogSegment.findOffsetByTimestamp
+// starts: the time index gives a batch to start from, and batches are then
+// skipped by their headers. Called with the Log's read lock held.
+func (s *segment) findBatchByTimestamp(ts, from int64) (pos int64, h record.BatchHeader, found bool, err error) {
 	if err := s.load(); err != nil {
-		return 0, 0, false, err
+		return 0, h, false, err
 	}
 	_, fromOffset := s.times.lookup(ts)
-	pos, _, ok, err := s.translateOffset(max(fromOffset, startOffset))
+	start, _, ok, err := s.translateOffset(max(fromOffset, from))
 	if err != nil || !ok {
-		return 0, 0, false, err
+		return 0, h, false, err
 	}
-	sc := newLookupScanner(s.file, pos, s.size, s.lookupWindow())
+	sc := newLookupScanner(s.file, start, s.size, s.lookupWindow())
 	defer sc.release()
 	for {
 		pos, h, _, err := sc.next(false)
 		if err == io.EOF {
-			return 0, 0, false, nil
+			return 0, h, false, nil
 		}
 		if err != nil {
-			return 0, 0, false, fmt.Errorf("segment %s: %w", segmentName(s.baseOffset), err)
+			return 0, h, false, fmt.Errorf("segment %s: %w", segmentName(s.baseOffset), err)
 		}
-		if h.MaxTimestamp < ts || h.LastOffset() < startOffset {
-			continue
-		}
-		batch, err := sc.bytes(pos, h.Size())
-		if err != nil {
-			return 0, 0, false, fmt.Errorf("segment %s: %w", segmentName(s.baseOffset), err)
-		}
-		it, err := records.Records(batch)
-		if err != nil {
-			return 0, 0, false, fmt.Errorf("segment %s: batch at position %d: %w", segmentName(s.baseOffset), pos, err)
-		}
-		for it.Next() {
-			r := it.Record()
-			offset, timestamp = h.BaseOffset+int64(r.OffsetDelta), h.FirstTimestamp+r.TimestampDelta
-			if h.Attributes.LogAppendTime() {
-				timestamp = h.MaxTimestamp
-			}
-			if timestamp >= ts && offset >= startOffset {
-				return offset, timestamp, true, nil
-			}
-		}
-		if err := it.Err(); err != nil {
-			return 0, 0, false, fmt.Errorf("segment %s: batch at position %d: %w", segmentName(s.baseOffset), pos, err)
+		if h.MaxTimestamp >= ts && h.LastOffset() >= from {
+			return pos, h, true, nil
 		}
 	}
 }

@@ -120,6 +120,15 @@ type Reader struct {
 	it  Iterator // the iterator Records returns
 }
 
+// Trim drops the Reader's decompression buffer if it is larger than max
+// bytes, so that a Reader kept for reuse does not hold on to the largest
+// batch it ever saw.
+func (r *Reader) Trim(max int) {
+	if cap(r.buf) > max {
+		r.buf = nil
+	}
+}
+
 // Records returns an iterator over the records of the batch at the front
 // of b, valid until the next call. A compressed batch is decompressed into
 // the Reader's buffer. It fails before decompressing when the batch claims

@@ -103,8 +103,10 @@ func (b *Broker) producePartition(topic string, rp kmsg.ProduceRequestTopicParti
 const decompressionFactor = 32
 
 // recordReaders are the validators' decompression buffers, reused across
-// produce requests.
+// produce requests; a reader keeps at most pooledReaderBytes of buffer.
 var recordReaders = sync.Pool{New: func() any { return new(record.Reader) }}
+
+const pooledReaderBytes = 4 << 20
 
 // ValidateProducedBatch checks a producer's records as Kafka's LogValidator
 // does before anything is appended: exactly one batch, magic 2, offsets
@@ -118,18 +120,18 @@ var recordReaders = sync.Pool{New: func() any { return new(record.Reader) }}
 // refuses in the broker's Counters.
 func (b *Broker) ValidateProducedBatch(records []byte) (code int16, msg string) {
 	code, msg = validateBatch(records, b.cfg.MessageMaxBytes)
-	switch code {
-	case 0:
+	if code == 0 {
 		return 0, ""
-	case kerrInvalidRecord:
+	}
+	// Kafka checks the CRC before anything else, so a batch damaged on its
+	// way (a flipped bit in the record count, say) is CORRUPT_MESSAGE,
+	// which producers retry, not INVALID_RECORD, which they do not. Here
+	// the CRC costs a pass only when the batch is refused anyway.
+	if _, err := record.Validate(records); errors.Is(err, record.ErrCRCMismatch) {
+		code, msg = kerrCorruptMessage, err.Error()
+		b.counters.InvalidMessageCRCRecords.Add(1)
+	} else if code == kerrInvalidRecord {
 		b.counters.InvalidOffsetOrSequenceRecords.Add(1)
-	case kerrCorruptMessage:
-		// Kafka checks the CRC first; here it costs a pass only when the
-		// batch is already refused, to tell a bad CRC from bad records.
-		if _, err := record.Validate(records); errors.Is(err, record.ErrCRCMismatch) {
-			b.counters.InvalidMessageCRCRecords.Add(1)
-			msg = err.Error()
-		}
 	}
 	b.counters.FailedProduceRequests.Add(1)
 	b.logger.Debug("refused a produced batch", "code", code, "err", msg)
@@ -162,7 +164,10 @@ func validateBatch(records []byte, maxBytes int32) (code int16, msg string) {
 		return kerrInvalidRecord, "transactional batches are not supported"
 	}
 	r := recordReaders.Get().(*record.Reader)
-	defer recordReaders.Put(r)
+	defer func() {
+		r.Trim(pooledReaderBytes) // a pooled reader does not keep a 32 MiB buffer
+		recordReaders.Put(r)
+	}()
 	r.MaxRecordBytes = int(maxBytes) * decompressionFactor
 	it, err := r.Records(records)
 	switch {

@@ -136,15 +136,16 @@ func planFetch(req *kmsg.FetchRequest, fetchMaxBytes int32) *fetchPlan {
 		topic     string
 		partition int32
 	}
+	type slot struct{ topic, partition int } // indexes into f.topics (stable, unlike pointers into growing slices)
 	f := &fetchPlan{replicaID: req.ReplicaID, minBytes: req.MinBytes, maxBytes: int64(min(req.MaxBytes, fetchMaxBytes))}
-	slots := map[key]**kmsg.FetchRequestTopicPartition{}
+	slots := map[key]slot{}
 	for ti := range req.Topics {
 		t := &req.Topics[ti]
 		for pi := range t.Partitions {
 			fp := &t.Partitions[pi]
 			k := key{t.Topic, fp.Partition}
-			if slot, ok := slots[k]; ok {
-				*slot = fp
+			if at, ok := slots[k]; ok {
+				f.topics[at.topic].partitions[at.partition] = fp
 				continue
 			}
 			if n := len(f.topics); n == 0 || f.topics[n-1].topic != t.Topic {
@@ -152,7 +153,7 @@ func planFetch(req *kmsg.FetchRequest, fetchMaxBytes int32) *fetchPlan {
 			}
 			pt := &f.topics[len(f.topics)-1]
 			pt.partitions = append(pt.partitions, fp)
-			slots[k] = &pt.partitions[len(pt.partitions)-1]
+			slots[k] = slot{len(f.topics) - 1, len(pt.partitions) - 1}
 		}
 	}
 	return f

@@ -26,7 +26,7 @@ var createTopicsAPI = API{Key: 19, MinVersion: 0, MaxVersion: 5, Handle: handleC
 func handleCreateTopics(r *Request) {
 	req := r.Body.(*kmsg.CreateTopicsRequest)
 	resp := kmsg.NewPtrCreateTopicsResponse()
-	named := make(map[string]int, len(req.Topics))
+	named := map[string]int{} // not sized by the request: a million copies of one name are one entry
 	for _, rt := range req.Topics {
 		named[rt.Topic]++
 	}

@@ -15,14 +15,21 @@ var deleteTopicsAPI = API{Key: 20, MinVersion: 0, MaxVersion: 5, Handle: handleD
 func handleDeleteTopics(r *Request) {
 	req := r.Body.(*kmsg.DeleteTopicsRequest)
 	resp := kmsg.NewPtrDeleteTopicsResponse()
+	// A name listed twice is deleted once; every listing gets its result,
+	// as Kafka answers from the set of names it deleted.
+	results := map[string]kmsg.DeleteTopicsResponseTopic{}
 	for _, name := range req.TopicNames {
-		st := kmsg.DeleteTopicsResponseTopic{Topic: kmsg.StringPtr(name)}
-		if err := r.Broker.store.DeleteTopic(name); errors.Is(err, ErrUnknownTopic) {
-			st.ErrorCode = kerrUnknownTopicOrPartition
-		} else if err != nil {
-			st.ErrorCode = kerrUnknownServerError
-			msg := err.Error()
-			st.ErrorMessage = &msg
+		st, done := results[name]
+		if !done {
+			st = kmsg.DeleteTopicsResponseTopic{Topic: kmsg.StringPtr(name)}
+			if err := r.Broker.store.DeleteTopic(name); errors.Is(err, ErrUnknownTopic) {
+				st.ErrorCode = kerrUnknownTopicOrPartition
+			} else if err != nil {
+				st.ErrorCode = kerrUnknownServerError
+				msg := err.Error()
+				st.ErrorMessage = &msg
+			}
+			results[name] = st
 		}
 		resp.Topics = append(resp.Topics, st)
 	}

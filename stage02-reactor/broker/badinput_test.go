@@ -200,3 +200,16 @@ func TestABadCRCIsCountedNotLoggedAsAnError(t *testing.T) {
 	p, _ := tb.Store().Partition("crc", 0)
 	require.Zero(t, p.Log.EndOffset(), "nothing was appended")
 }
+
+// TestADamagedBatchIsCorruptMessageWhateverElseItBreaks: a bit flipped in
+// transit that also breaks the record count is still a CRC failure, which
+// producers retry, as in Kafka, which checks the CRC first.
+func TestADamagedBatchIsCorruptMessageWhateverElseItBreaks(t *testing.T) {
+	tb := startBroker(t)
+	tb.createTopic("flip", 1)
+	b := batchOf(t, "a", "b")
+	b[60] ^= 0x01 // recordsCount 2 becomes 3: INVALID_RECORD, were the CRC not checked first
+	require.Equal(t, kerr.CorruptMessage.Code, produceRaw(t, tb, "flip", 0, b).ErrorCode)
+	require.Equal(t, uint64(1), tb.Counters().InvalidMessageCRCRecords.Load())
+	require.Zero(t, tb.Counters().InvalidOffsetOrSequenceRecords.Load())
+}

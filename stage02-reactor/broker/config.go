@@ -105,9 +105,9 @@ var brokerKeys = []brokerKey{
 		c.Network.ConnectionsMaxIdle = time.Duration(v) * time.Millisecond
 	})},
 	// Kafka's default is unlimited; the workbook's is half the open-file
-	// limit, the other half being the partitions' (DefaultMaxPartitions),
-	// so that connections over it are refused at once instead of hanging
-	// in the accept queue when the descriptors run out.
+	// limit, the other half being the partitions' and their segments' (see
+	// DefaultMaxPartitions), so that connections over it are refused at
+	// once instead of hanging in the accept queue when descriptors run out.
 	{"max.connections", "", func(c *Config, v string) error {
 		if v == "" {
 			c.Network.MaxConnections = DefaultMaxConnections()

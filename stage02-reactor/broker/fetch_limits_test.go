@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"fmt"
 	"net"
 	"runtime"
 	"sync/atomic"
@@ -57,6 +58,31 @@ func TestAPartitionListedManyTimesIsReadOnce(t *testing.T) {
 	require.Len(t, resp.Topics, 1)
 	require.Len(t, resp.Topics[0].Partitions, 1)
 	require.NotEmpty(t, resp.Topics[0].Partitions[0].RecordBatches)
+}
+
+// TestAPartitionListedTwiceIsReadAtItsLastOffsets: as Kafka's map, the
+// first listing fixes the place in the answer and the last the offsets.
+func TestAPartitionListedTwiceIsReadAtItsLastOffsets(t *testing.T) {
+	req := kmsg.NewPtrFetchRequest()
+	req.MaxBytes = 1 << 20
+	part := func(p int32, offset int64) kmsg.FetchRequestTopicPartition {
+		fp := kmsg.NewFetchRequestTopicPartition()
+		fp.Partition, fp.FetchOffset = p, offset
+		return fp
+	}
+	req.Topics = []kmsg.FetchRequestTopic{
+		{Topic: "t", Partitions: []kmsg.FetchRequestTopicPartition{part(0, 5), part(1, 0)}},
+		{Topic: "u", Partitions: []kmsg.FetchRequestTopicPartition{part(0, 0)}},
+		{Topic: "t", Partitions: []kmsg.FetchRequestTopicPartition{part(2, 0), part(3, 0), part(0, 10)}},
+	}
+	f := planFetch(req, 1<<30)
+	var got []string
+	for _, pt := range f.topics {
+		for _, fp := range pt.partitions {
+			got = append(got, fmt.Sprintf("%s-%d@%d", pt.topic, fp.Partition, fp.FetchOffset))
+		}
+	}
+	require.Equal(t, []string{"t-0@10", "t-1@0", "u-0@0", "t-2@0", "t-3@0"}, got)
 }
 
 // TestFetchMaxBytesBoundsTheResponse: whatever a client asks for, a
@@ -174,11 +200,13 @@ func TestAnAppendWakesOnlyTheFetchesWaitingOnItsPartition(t *testing.T) {
 	for range 20 {
 		produceRecords(t, cl, "two", 1, "elsewhere")
 	}
-	require.Equal(t, settled, src.reads[0].Load(), "appends to partition 1 woke fetches of partition 0 (reads: %d then %d)", settled, src.reads[0].Load())
-
 	produceRecords(t, cl, "two", 0, "here")
 	for _, c := range conns {
 		id, _ := c.receive()
 		require.Equal(t, int32(1), id)
 	}
+	// Every read a fetch makes happens before it answers: by now each read
+	// partition 0 exactly once more, for the append to it. A fetch woken by
+	// the 20 appends to partition 1 would have read it more often.
+	require.Equal(t, settled+parked, src.reads[0].Load(), "reads of partition 0 before %d, after %d", settled, src.reads[0].Load())
 }

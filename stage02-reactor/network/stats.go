@@ -20,11 +20,11 @@ type Stats struct {
 	// BackPressure counts the times a request found the RequestChannel full
 	// and its processor (or portable connection) had to wait.
 	BackPressure uint64
-	// MemoryWaits counts the frames that had to wait for room in the
-	// memory pool (queued.max.request.bytes) before being read.
+	// MemoryWaits counts the times a frame being read had to wait for the
+	// memory pool (queued.max.request.bytes) before its buffer could grow.
 	MemoryWaits uint64
-	// QueuedRequestBytes is now: the bytes reserved by requests read or
-	// being read and not yet answered.
+	// QueuedRequestBytes is now: the bytes reserved by frames being read
+	// and by requests whose handler has not returned.
 	QueuedRequestBytes int64
 
 	BytesIn  uint64 // bytes read from sockets, size prefixes included

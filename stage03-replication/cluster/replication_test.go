@@ -10,7 +10,9 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 func TestReplicasAreIdenticalAfter100kRecordsWithAcksAll(t *testing.T) {
@@ -104,4 +106,22 @@ func TestLeaderChangeUnderLoadLosesNoAcknowledgedRecord(t *testing.T) {
 	for _, n := range want {
 		require.True(t, seen[n], "acknowledged record %d is missing (consumed %s)", n, strings.Join(got[:min(20, len(got))], ","))
 	}
+}
+
+// TestMetadataAnswersEachNameOnce: stage 03's Metadata, answered from the
+// metadata cache, lists a name given many times once, as stage 02's does.
+func TestMetadataAnswersEachNameOnce(t *testing.T) {
+	c := startCluster(t, 1)
+	c.createTopic("named", 2, 1)
+	req := kmsg.NewPtrMetadataRequest()
+	for range 1000 {
+		req.Topics = append(req.Topics, kmsg.MetadataRequestTopic{Topic: kmsg.StringPtr("named")},
+			kmsg.MetadataRequestTopic{Topic: kmsg.StringPtr("unknown")})
+	}
+	resp, err := req.RequestWith(context.Background(), c.client())
+	require.NoError(t, err)
+	require.Len(t, resp.Topics, 2)
+	require.Equal(t, "named", *resp.Topics[0].Topic)
+	require.Len(t, resp.Topics[0].Partitions, 2)
+	require.Equal(t, kerr.UnknownTopicOrPartition.Code, resp.Topics[1].ErrorCode)
 }

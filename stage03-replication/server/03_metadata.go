@@ -29,14 +29,9 @@ func (s *Server) handleMetadata(r *broker.Request) {
 	resp.ClusterID = kmsg.StringPtr(s.Store().ClusterID())
 	resp.ControllerID = s.Metadata.ControllerID()
 
-	var names []string
+	names := broker.DistinctTopics(req) // each name once, as Kafka answers
 	if req.Topics == nil {
 		names = s.Metadata.Topics()
-	}
-	for _, t := range req.Topics {
-		if t.Topic != nil {
-			names = append(names, *t.Topic)
-		}
 	}
 	for _, name := range names {
 		mt := kmsg.MetadataResponseTopic{Topic: kmsg.StringPtr(name)}
