@@ -416,7 +416,7 @@ func TestReadsAndAppendsDoNotWaitForAFlush(t *testing.T) {
 
 	h := newLogHarness(t, smallConfig())
 	l := h.open(Options{})
-	t.Cleanup(unblock) // after open's cleanup was registered, so it runs first: Close must not meet a held fsync
+	t.Cleanup(unblock)             // after open's cleanup was registered, so it runs first: Close must not meet a held fsync
 	h.appendBatches(l, 30, 2, 100) // several segments; their flushes are held too
 	flushed := make(chan error, 1)
 	go func() { flushed <- l.Flush() }()
