@@ -264,7 +264,9 @@ func (p *Processor) handleEvent(c *conn, events uint32) {
 		// answer. Close now, so that a long poll does not hold the
 		// connection for its whole wait (Request.Done tells its handler).
 		// A peer that pipelined more requests first is served as usual
-		// and meets its EOF later.
+		// and meets its EOF later. (Kafka does not read a muted channel,
+		// so it would answer a client that only shut its sending side;
+		// Kafka's clients never do, and a dead one costs more.)
 		p.closeConn(c, closedByPeer, nil)
 		return
 	}

@@ -59,7 +59,8 @@ func TestDoneAfterTheCloseIsClosed(t *testing.T) {
 // shuts its sending side (an acks=0 producer's last burst) loses none of
 // them: only a peer with nothing more to say is taken for gone. (The
 // answers to requests still in flight when it is taken for gone are
-// dropped, as Kafka drops them once it reads the end of the stream.)
+// dropped: Kafka, which does not read a muted connection, would answer a
+// half-closed client; see the chapter.)
 func TestRequestsPipelinedBeforeAHalfCloseAreAllHandled(t *testing.T) {
 	forEachImplementation(t, func(t *testing.T, impl implementation) {
 		h := startServer(t, impl, nil)
