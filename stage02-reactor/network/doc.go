@@ -60,10 +60,10 @@
 //     long is closed, even while its request waits (as in Kafka's
 //     Selector); the request's Done channel closes.
 //   - max.connections: connections over the limit are closed at accept.
-//   - queued.max.request.bytes: each frame reserves its announced size
-//     before its body is read, and gives it back when it is answered; the
-//     buffer itself grows as the bytes arrive. While the pool is used up,
-//     connections are not read.
+//   - queued.max.request.bytes: a frame's buffer grows as its bytes
+//     arrive, each growth reserved from one pool first, and a request's
+//     bytes go back when its handler returns. While the pool is used up,
+//     frames wait unread (see memoryPool for why it never deadlocks).
 //   - A client that closes while its request waits is closed at once and
 //     its request's Done channel closes, so that a long poll does not hold
 //     a dead connection for its whole wait.
