@@ -5,7 +5,6 @@ import (
 	"io"
 	"math"
 	"os"
-	"sync"
 
 	"github.com/kafkaworkbook/workbook/stage01-log/record"
 )
@@ -99,11 +98,8 @@ func (l *Log) ReadUpTo(offset int64, maxBytes int, maxOffset int64) (Region, err
 // The batch is found under the log's read lock and decoded after it is
 // released, so appends never wait for a decompression.
 func (l *Log) OffsetForTimestamp(ts int64) (offset, timestamp int64, found bool, err error) {
-	records := recordReaders.Get().(*record.Reader)
-	defer func() {
-		records.Trim(pooledReaderBytes)
-		recordReaders.Put(records)
-	}()
+	records := record.GetReader(0) // batches already validated: the default limit
+	defer record.PutReader(records)
 	from := int64(-1) // the log start offset, read under the lock
 	for {
 		batch, h, ok, err := l.batchByTimestamp(ts, &from)
@@ -175,12 +171,6 @@ func (l *Log) batchByTimestamp(ts int64, from *int64) ([]byte, record.BatchHeade
 	}
 	return batch, h, true, nil
 }
-
-// recordReaders decode the batches OffsetForTimestamp finds; a pooled
-// reader keeps at most pooledReaderBytes of decompression buffer.
-var recordReaders = sync.Pool{New: func() any { return new(record.Reader) }}
-
-const pooledReaderBytes = 4 << 20
 
 // EndOffset is the log end offset (LEO): the offset the next append gets.
 func (l *Log) EndOffset() int64 {

@@ -3,6 +3,7 @@ package record
 import (
 	"fmt"
 	"math"
+	"sync"
 )
 
 // Record is one record of a batch. When it comes from an Iterator, Key,
@@ -120,13 +121,28 @@ type Reader struct {
 	it  Iterator // the iterator Records returns
 }
 
-// Trim drops the Reader's decompression buffer if it is larger than max
-// bytes, so that a Reader kept for reuse does not hold on to the largest
-// batch it ever saw.
-func (r *Reader) Trim(max int) {
-	if cap(r.buf) > max {
+// readers are Readers kept for reuse by GetReader and PutReader; a pooled
+// Reader keeps at most pooledReaderBytes of decompression buffer, so the
+// pool does not hold on to the largest batch it ever saw.
+var readers = sync.Pool{New: func() any { return new(Reader) }}
+
+const pooledReaderBytes = 4 << 20
+
+// GetReader returns a Reader from a pool shared by every caller (a broker's
+// produce validation, a log's timestamp lookups), with the given limit.
+// Give it back with PutReader when done with its iterator.
+func GetReader(maxRecordBytes int) *Reader {
+	r := readers.Get().(*Reader)
+	r.MaxRecordBytes = maxRecordBytes
+	return r
+}
+
+// PutReader returns r to the pool; its iterator must not be used after.
+func PutReader(r *Reader) {
+	if cap(r.buf) > pooledReaderBytes {
 		r.buf = nil
 	}
+	readers.Put(r)
 }
 
 // Records returns an iterator over the records of the batch at the front

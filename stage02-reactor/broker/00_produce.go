@@ -3,7 +3,6 @@ package broker
 import (
 	"errors"
 	"fmt"
-	"sync"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -102,12 +101,6 @@ func (b *Broker) producePartition(topic string, rp kmsg.ProduceRequestTopicParti
 // producer then splits it) rather than spending memory on it.
 const decompressionFactor = 32
 
-// recordReaders are the validators' decompression buffers, reused across
-// produce requests; a reader keeps at most pooledReaderBytes of buffer.
-var recordReaders = sync.Pool{New: func() any { return new(record.Reader) }}
-
-const pooledReaderBytes = 4 << 20
-
 // ValidateProducedBatch checks a producer's records as Kafka's LogValidator
 // does before anything is appended: exactly one batch, magic 2, offsets
 // starting at 0 and a record count that agrees with them, no control or
@@ -163,12 +156,8 @@ func validateBatch(records []byte, maxBytes int32) (code int16, msg string) {
 	case h.Attributes.Transactional():
 		return kerrInvalidRecord, "transactional batches are not supported"
 	}
-	r := recordReaders.Get().(*record.Reader)
-	defer func() {
-		r.Trim(pooledReaderBytes) // a pooled reader does not keep a 32 MiB buffer
-		recordReaders.Put(r)
-	}()
-	r.MaxRecordBytes = int(maxBytes) * decompressionFactor
+	r := record.GetReader(int(maxBytes) * decompressionFactor)
+	defer record.PutReader(r)
 	it, err := r.Records(records)
 	switch {
 	case errors.Is(err, record.ErrTooLarge):
