@@ -281,7 +281,7 @@ func TestCreatingAHugeTopicDoesNotStallOtherClients(t *testing.T) {
 			require.Len(t, tb.Store().TopicPartitions("huge"), 3000)
 			return
 		default:
-			sp.keepsGoing(t, 1)
+			sp.keepsGoingWithin(t, 1, time.Second) // each record within a second while the files are made
 		}
 	}
 }

@@ -267,9 +267,6 @@ func (p *Processor) consume(c *conn, data []byte, owned bool) {
 	}
 }
 
-// waitingForMemory reports whether c waits, unread, for the memory pool.
-func (c *conn) waitingForMemory() bool { return c.memWait }
-
 // completeFrame turns the frame just read into a Request, mutes the
 // connection (Kafka mutes a channel after every complete receive) and hands
 // the request on.
@@ -391,7 +388,7 @@ func (p *Processor) resume(c *conn) {
 	case len(p.pending) > 0:
 		p.park(c)
 		return
-	case c.waitingForMemory():
+	case c.memWait:
 		return // retryMemory resumes it
 	}
 	if len(c.ahead) > 0 {
@@ -408,7 +405,7 @@ func (p *Processor) resume(c *conn) {
 // and the Processor is neither waiting for room in the RequestChannel nor
 // draining.
 func (p *Processor) wantsRead(c *conn) bool {
-	return !c.muted && !c.waitingForMemory() && len(p.pending) == 0 && !p.draining
+	return !c.muted && !c.memWait && len(p.pending) == 0 && !p.draining
 }
 
 // stopReading drops EPOLLIN from c's interest set because epoll reported
@@ -419,7 +416,7 @@ func (p *Processor) stopReading(c *conn) {
 	if p.setInterest(c, c.interest&^epollRead); c.closed {
 		return
 	}
-	if !c.muted && !c.waitingForMemory() && !p.draining {
+	if !c.muted && !c.memWait && !p.draining {
 		p.park(c)
 	}
 }
