@@ -1,0 +1,60 @@
+package purgatory
+
+import (
+	"sync"
+	"sync/atomic"
+)
+
+// Kafka's timer: 1 ms ticks, 20 buckets a wheel.
+const (
+	tickMs    = 1
+	wheelSize = 20
+)
+
+// timer drives the timing wheels (Kafka's SystemTimer). Adds take the read
+// lock and run concurrently (buckets lock themselves); advance takes the
+// write lock, since it moves the wheels' current time under the adds' feet.
+// The clock is in milliseconds and supplied by the caller, so tests can
+// drive it tick by tick.
+type timer struct {
+	queue   *delayQueue
+	counter atomic.Int64 // entries linked into buckets
+
+	mu    sync.RWMutex // write-held while the wheels advance
+	wheel *timingWheel // the 1 ms wheel; the others hang off it
+}
+
+func newTimer(startMs int64) *timer {
+	t := &timer{queue: newDelayQueue()}
+	t.wheel = newTimingWheel(tickMs, wheelSize, startMs, t.queue, &t.counter)
+	return t
+}
+
+// add puts e on the wheels. It reports false when e is already due (or
+// cancelled): the caller expires it at once.
+func (t *timer) add(e *timerEntry) bool {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	return t.wheel.add(e)
+}
+
+// advance flushes every bucket due at now, moving each deadline down to a
+// lower wheel or, if it is due, into the returned list. The caller expires
+// those after the lock is released, so OnComplete never runs under it.
+func (t *timer) advance(now int64) []*delayed {
+	var due []*delayed
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for b := t.queue.poll(now); b != nil; b = t.queue.poll(now) {
+		t.wheel.advance(b.expiration.Load())
+		b.flush(func(e *timerEntry) {
+			if !t.wheel.add(e) && !e.cancelled() {
+				due = append(due, e.op)
+			}
+		})
+	}
+	return due
+}
+
+// size is the number of deadlines on the wheels.
+func (t *timer) size() int64 { return t.counter.Load() }
