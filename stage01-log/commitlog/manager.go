@@ -34,6 +34,11 @@ type ManagerOptions struct {
 	// partition's high watermark (stage 03). nil means the log end offset,
 	// right for a partition with a single replica.
 	RetentionLimit func(tp TopicPartition, l *Log) int64
+	// StartOffsetAdvanced, if set, is called after retention has moved a
+	// log's start offset (deleted segments from its head), with no lock
+	// held: stage 03 forgets the leader epochs that ended before it, as
+	// Kafka's log truncates its leader-epoch cache from the start.
+	StartOffsetAdvanced func(tp TopicPartition, l *Log, start int64)
 	// TopicConfig returns the config for a partition's log when the Manager
 	// opens it at start-up: the broker's defaults with the topic's own
 	// overrides. nil means cfg.Log for every topic.
@@ -372,6 +377,9 @@ func (m *Manager) DeleteOldSegments() (int, error) {
 		}
 		n, err := l.DeleteOldSegments(limit)
 		total += n
+		if n > 0 && m.opts.StartOffsetAdvanced != nil {
+			m.opts.StartOffsetAdvanced(tp, l, l.StartOffset())
+		}
 		if err != nil && !errors.Is(err, ErrClosed) {
 			errs = append(errs, fmt.Errorf("retention for %s: %w", tp, err))
 		}

@@ -179,6 +179,38 @@ func TestManagerRunsRetentionInTheBackground(t *testing.T) {
 	require.Eventually(t, func() bool { return l.StartOffset() > 0 }, 5*time.Second, 5*time.Millisecond)
 }
 
+// TestRetentionStopsAtTheLimitAndReportsTheNewStart: a replicated
+// partition's retention may not pass its high watermark (RetentionLimit),
+// and whoever keeps state by offset learns the new log start
+// (StartOffsetAdvanced).
+func TestRetentionStopsAtTheLimitAndReportsTheNewStart(t *testing.T) {
+	cfg := managerConfig()
+	cfg.Log.RetentionBytes = 0
+	cfg.Log.FileDeleteDelay = time.Millisecond
+	var advanced []int64
+	limit := int64(50)
+	m, err := OpenManager(t.TempDir(), cfg, ManagerOptions{Logger: quietLogger,
+		RetentionLimit:      func(TopicPartition, *Log) int64 { return limit },
+		StartOffsetAdvanced: func(_ TopicPartition, _ *Log, start int64) { advanced = append(advanced, start) }})
+	require.NoError(t, err)
+	t.Cleanup(func() { m.Close() })
+	l, err := m.Create(TopicPartition{"t", 0}, cfg.Log)
+	require.NoError(t, err)
+	for i := range 40 {
+		_, _, err := l.Append(makeBatch(t, i, 2, 100, 0))
+		require.NoError(t, err)
+	}
+	_, err = m.DeleteOldSegments()
+	require.NoError(t, err)
+	require.Positive(t, l.StartOffset())
+	require.LessOrEqual(t, l.StartOffset(), limit, "nothing at or past the limit is deleted")
+	require.Equal(t, []int64{l.StartOffset()}, advanced)
+	n, err := m.DeleteOldSegments()
+	require.NoError(t, err)
+	require.Zero(t, n)
+	require.Len(t, advanced, 1, "told only when the start moves")
+}
+
 // TestDamageFoundOnStartStaysWithItsPartition: a clean-shutdown marker
 // promises the logs are whole, but a disk or a hand can break one after.
 // The damaged tail is recovered away (a torn batch, garbage, a wrong
