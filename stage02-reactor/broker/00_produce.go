@@ -8,6 +8,7 @@ import (
 
 	"github.com/kafkaworkbook/workbook/stage01-log/commitlog"
 	"github.com/kafkaworkbook/workbook/stage01-log/record"
+	"github.com/kafkaworkbook/workbook/stage02-reactor/store"
 )
 
 // Produce (key 0), v3-v9. v3 is the first version that carries magic-2
@@ -186,7 +187,7 @@ func validateBatch(records []byte, maxBytes int32) (code int16, msg string) {
 // logged at Debug, since a client could otherwise flood the log. Anything
 // else is the broker's own failure and is logged as an error.
 func (b *Broker) AppendFailed(tp commitlog.TopicPartition, err error) int16 {
-	code := AppendErrorCode(err)
+	code := store.AppendErrorCode(err)
 	b.counters.FailedProduceRequests.Add(1)
 	switch {
 	case errors.Is(err, record.ErrCRCMismatch):
@@ -198,17 +199,4 @@ func (b *Broker) AppendFailed(tp commitlog.TopicPartition, err error) int16 {
 		b.logger.Error("append failed", "partition", tp, "err", err)
 	}
 	return code
-}
-
-// AppendErrorCode maps an append failure to Kafka's error code.
-func AppendErrorCode(err error) int16 {
-	switch {
-	case record.IsCorrupt(err):
-		return kerrCorruptMessage
-	case errors.Is(err, commitlog.ErrBatchTooLarge):
-		return kerrMessageTooLarge
-	case errors.Is(err, commitlog.ErrClosed):
-		return kerrUnknownTopicOrPartition // the partition was deleted meanwhile
-	}
-	return kerrKafkaStorageError
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/kafkaworkbook/workbook/stage01-log/commitlog"
 	"github.com/kafkaworkbook/workbook/stage02-reactor/network"
 	"github.com/kafkaworkbook/workbook/stage02-reactor/protocol"
+	"github.com/kafkaworkbook/workbook/stage02-reactor/store"
 )
 
 // Fetch (key 1), v4-v12. Consumers read records; the answer's records are
@@ -241,12 +242,12 @@ func (f *fetchPlan) read(src FetchSource) (resp *protocol.FetchResponse, bytes i
 
 // StoreFetchSource reads a single broker's store: every partition is led
 // here at epoch 0, and its high watermark is its log end offset.
-type StoreFetchSource struct{ Store *Store }
+type StoreFetchSource struct{ Store *store.Store }
 
 func (s StoreFetchSource) ReadPartition(_ int32, topic string, fp *kmsg.FetchRequestTopicPartition, first bool, remaining *int64, out *protocol.FetchPartition) {
 	p, code := s.Store.Lookup(topic, fp.Partition)
 	if code == 0 {
-		code = CheckLeaderEpoch(fp.CurrentLeaderEpoch, leaderEpoch)
+		code = store.CheckLeaderEpoch(fp.CurrentLeaderEpoch, leaderEpoch)
 	}
 	if out.ErrorCode = code; code == 0 {
 		end := p.Log.EndOffset()
@@ -261,21 +262,6 @@ func (s StoreFetchSource) Watch(_ int32, topic string, partition int32, ch chan 
 	}
 	p.Appended.Watch(ch)
 	return func() { p.Appended.Unwatch(ch) }
-}
-
-// CheckLeaderEpoch compares the leader epoch a client believes in (KIP-320;
-// -1 when it does not say) with the partition's: a newer one means this
-// broker has not heard of the new leader yet, an older one that the client
-// has not.
-func CheckLeaderEpoch(clientEpoch, epoch int32) int16 {
-	switch {
-	case clientEpoch < 0 || clientEpoch == epoch:
-		return 0
-	case clientEpoch > epoch:
-		return kerr.UnknownLeaderEpoch.Code
-	default:
-		return kerr.FencedLeaderEpoch.Code
-	}
 }
 
 // ReadPartition fills out with the records of log from offset, below

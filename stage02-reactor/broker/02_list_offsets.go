@@ -2,6 +2,8 @@ package broker
 
 import (
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kafkaworkbook/workbook/stage02-reactor/store"
 )
 
 // ListOffsets (key 2), v1-v6: where a consumer should start. The special
@@ -33,8 +35,8 @@ func handleListOffsets(r *Request) {
 			switch {
 			case code != 0:
 				sp.ErrorCode = code
-			case CheckLeaderEpoch(rp.CurrentLeaderEpoch, leaderEpoch) != 0:
-				sp.ErrorCode = CheckLeaderEpoch(rp.CurrentLeaderEpoch, leaderEpoch)
+			case store.CheckLeaderEpoch(rp.CurrentLeaderEpoch, leaderEpoch) != 0:
+				sp.ErrorCode = store.CheckLeaderEpoch(rp.CurrentLeaderEpoch, leaderEpoch)
 			case rp.Timestamp == latestTimestamp:
 				sp.Offset, sp.LeaderEpoch = p.Log.EndOffset(), leaderEpoch
 			case rp.Timestamp == earliestTimestamp:

@@ -4,6 +4,8 @@ import (
 	"errors"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kafkaworkbook/workbook/stage02-reactor/store"
 )
 
 // Metadata (key 3), v1-v9: which brokers exist and which broker leads each
@@ -44,12 +46,12 @@ func handleMetadata(r *Request) {
 		if mt.ErrorCode == kerrUnknownTopicOrPartition && autoCreate {
 			_, err := b.store.CreateTopic(name, b.cfg.NumPartitions, nil)
 			switch {
-			case err == nil, errors.Is(err, ErrTopicExists): // ErrTopicExists: created meanwhile by another request
+			case err == nil, errors.Is(err, store.ErrTopicExists): // ErrTopicExists: created meanwhile by another request
 				// Kafka answers LEADER_NOT_AVAILABLE for a topic it has
 				// just created; the client asks again. Here the leader is
 				// ready at once, so answer with it.
 				mt = b.topicMetadata(name)
-			case errors.Is(err, ErrTooManyPartitions):
+			case errors.Is(err, store.ErrTooManyPartitions):
 				mt.ErrorCode = kerrPolicyViolation
 			default:
 				mt.ErrorCode = kerrInvalidTopic
@@ -88,7 +90,7 @@ func (b *Broker) topicMetadata(name string) kmsg.MetadataResponseTopic {
 	parts, offline := b.store.TopicState(name)
 	if len(parts) == 0 && len(offline) == 0 {
 		mt.ErrorCode = kerrUnknownTopicOrPartition
-		if validateTopicName(name) != nil {
+		if store.ValidateTopicName(name) != nil {
 			mt.ErrorCode = kerrInvalidTopic
 		}
 		return mt

@@ -5,6 +5,8 @@ import (
 	"fmt"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kafkaworkbook/workbook/stage02-reactor/store"
 )
 
 // CreateTopics (key 19), v0-v5. A single broker can only hold one replica
@@ -18,9 +20,9 @@ import (
 //
 // As in Kafka, a topic named twice in one request gets INVALID_REQUEST for
 // every entry: neither is created. A topic that would take the broker past
-// the partitions it can hold (Store.MaxPartitions) gets POLICY_VIOLATION
-// naming the limit. Creation is all or nothing, and other clients are
-// served while the files are made (see Store.CreateTopic).
+// the partitions it can hold (store.Options.MaxPartitions) gets
+// POLICY_VIOLATION naming the limit. Creation is all or nothing, and other
+// clients are served while the files are made (see store.Store.CreateTopic).
 var createTopicsAPI = API{Key: 19, MinVersion: 0, MaxVersion: 5, Handle: handleCreateTopics}
 
 func handleCreateTopics(r *Request) {
@@ -47,7 +49,7 @@ func handleCreateTopics(r *Request) {
 }
 
 func (b *Broker) createTopic(version int16, rt *kmsg.CreateTopicsRequestTopic, validateOnly bool, st *kmsg.CreateTopicsResponseTopic) (int16, string) {
-	if err := validateTopicName(rt.Topic); err != nil {
+	if err := store.ValidateTopicName(rt.Topic); err != nil {
 		return kerrInvalidTopic, err.Error()
 	}
 	if len(b.store.TopicPartitions(rt.Topic)) > 0 {
@@ -106,9 +108,9 @@ func (b *Broker) createTopic(version int16, rt *kmsg.CreateTopicsRequestTopic, v
 	}
 	if _, err := b.store.CreateTopic(rt.Topic, partitions, configs); err != nil {
 		switch {
-		case errors.Is(err, ErrTopicExists):
+		case errors.Is(err, store.ErrTopicExists):
 			return kerrTopicAlreadyExists, err.Error()
-		case errors.Is(err, ErrTooManyPartitions):
+		case errors.Is(err, store.ErrTooManyPartitions):
 			return kerrPolicyViolation, err.Error()
 		}
 		return kerrUnknownServerError, err.Error()

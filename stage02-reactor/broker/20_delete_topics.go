@@ -4,6 +4,8 @@ import (
 	"errors"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kafkaworkbook/workbook/stage02-reactor/store"
 )
 
 // DeleteTopics (key 20), v0-v5. Deleting a topic closes its partitions'
@@ -22,7 +24,7 @@ func handleDeleteTopics(r *Request) {
 		st, done := results[name]
 		if !done {
 			st = kmsg.DeleteTopicsResponseTopic{Topic: kmsg.StringPtr(name)}
-			if err := r.Broker.store.DeleteTopic(name); errors.Is(err, ErrUnknownTopic) {
+			if err := r.Broker.store.DeleteTopic(name); errors.Is(err, store.ErrUnknownTopic) {
 				st.ErrorCode = kerrUnknownTopicOrPartition
 			} else if err != nil {
 				st.ErrorCode = kerrUnknownServerError

@@ -9,17 +9,18 @@ import (
 	"sync"
 
 	"github.com/kafkaworkbook/workbook/stage02-reactor/network"
+	"github.com/kafkaworkbook/workbook/stage02-reactor/store"
 )
 
 // Broker is a single-node Kafka broker assembled from three parts: the
 // network server (package network), a table of API handlers keyed by API
 // key (one file per API in this package: 00_produce.go, 01_fetch.go, ...),
-// and a partition store over the stage 01 log. Later stages assemble their
-// own brokers from these parts.
+// and a partition store over the stage 01 log (package store). Later stages
+// assemble their own brokers from these parts.
 type Broker struct {
 	cfg    Config
 	logger *slog.Logger
-	store  *Store
+	store  *store.Store
 	server *network.Server
 	opts   Options
 	apis   map[int16]API // set up before Start; read-only afterwards
@@ -44,7 +45,8 @@ type Options struct {
 	// its high watermark checkpoint there.
 	BeforeClose func() error
 	// MaxPartitions caps the partitions the broker holds; 0 means
-	// DefaultMaxPartitions() (what the machine's open-file limit allows).
+	// store.DefaultMaxPartitions() (what the machine's open-file limit
+	// allows).
 	MaxPartitions int
 }
 
@@ -57,11 +59,11 @@ func New(cfg Config, opts Options) (*Broker, error) {
 	if opts.ServerFactory == nil {
 		opts.ServerFactory = network.NewServer
 	}
-	store, err := OpenStore(cfg.LogDir, cfg.BrokerID, cfg.Log, StoreOptions{MaxPartitions: opts.MaxPartitions, Logger: opts.Logger})
+	st, err := store.Open(cfg.LogDir, cfg.BrokerID, cfg.Log, store.Options{MaxPartitions: opts.MaxPartitions, Logger: opts.Logger})
 	if err != nil {
 		return nil, err
 	}
-	b := &Broker{cfg: cfg, logger: opts.Logger, store: store, opts: opts, apis: map[int16]API{}, shutdown: make(chan struct{})}
+	b := &Broker{cfg: cfg, logger: opts.Logger, store: st, opts: opts, apis: map[int16]API{}, shutdown: make(chan struct{})}
 	for _, api := range []API{produceAPI, fetchAPI, listOffsetsAPI, metadataAPI, apiVersionsAPI, createTopicsAPI, deleteTopicsAPI} {
 		b.Register(api)
 	}
@@ -69,7 +71,7 @@ func New(cfg Config, opts Options) (*Broker, error) {
 	netCfg.Logger = opts.Logger
 	b.server, err = opts.ServerFactory(netCfg, network.HandlerFunc(b.Handle))
 	if err != nil {
-		store.Close()
+		st.Close()
 		return nil, fmt.Errorf("listen on %s: %w", cfg.Listener, err)
 	}
 	if b.cfg.AdvertisedPort == 0 {
@@ -86,7 +88,7 @@ func New(cfg Config, opts Options) (*Broker, error) {
 func (b *Broker) Config() Config { return b.cfg }
 
 // Store is the broker's partition store.
-func (b *Broker) Store() *Store { return b.store }
+func (b *Broker) Store() *store.Store { return b.store }
 
 // Logger is the broker's logger.
 func (b *Broker) Logger() *slog.Logger { return b.logger }

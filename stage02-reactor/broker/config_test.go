@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/kafkaworkbook/workbook/stage02-reactor/store"
 )
 
 // kafkaServerProperties is Kafka's own config/server.properties (2.6),
@@ -37,7 +39,7 @@ group.initial.rebalance.delay.ms=0
 `
 
 func TestKafkasOwnServerPropertiesParses(t *testing.T) {
-	props, err := ParseProperties(kafkaServerProperties)
+	props, err := store.ParseProperties(kafkaServerProperties)
 	require.NoError(t, err)
 	cfg, err := ParseConfig(props, quietLogger)
 	require.NoError(t, err)
@@ -47,12 +49,6 @@ func TestKafkasOwnServerPropertiesParses(t *testing.T) {
 	require.Equal(t, 8, cfg.Network.NumIOThreads)
 	require.Equal(t, 168*time.Hour, cfg.Log.Log.RetentionMs)
 	require.Equal(t, "127.0.0.1:9092", cfg.Listener)
-}
-
-func TestPropertiesSyntax(t *testing.T) {
-	props, err := ParseProperties("a=1\nb : 2\nc 3\n! comment\n  d=x\\\n   y\n\ne=\n")
-	require.NoError(t, err)
-	require.Equal(t, map[string]string{"a": "1", "b": "2", "c": "3", "d": "xy", "e": ""}, props)
 }
 
 func TestBadConfigNamesTheKeyAndValue(t *testing.T) {
@@ -87,16 +83,6 @@ func TestAdvertisedListenerWhenListeningOnAllInterfaces(t *testing.T) {
 	require.Equal(t, "0.0.0.0:9092", cfg.Listener)
 	require.Equal(t, "broker-1.example", cfg.AdvertisedHost)
 	require.Equal(t, int32(19092), cfg.AdvertisedPort)
-}
-
-func TestLogDirBelongingToAnotherBrokerIsRefused(t *testing.T) {
-	tb := startBroker(t)
-	tb.stop()
-	cfg, err := ParseConfig(map[string]string{"log.dirs": tb.dir, "broker.id": "7", "listeners": "PLAINTEXT://127.0.0.1:0"}, quietLogger)
-	require.NoError(t, err)
-	_, err = New(cfg, Options{Logger: quietLogger})
-	require.ErrorContains(t, err, "belongs to broker.id 0, not 7")
-	tb.start() // for the cleanup's stop
 }
 
 func TestParseArgs(t *testing.T) {

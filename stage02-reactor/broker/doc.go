@@ -9,13 +9,17 @@
 //	API table        00_produce.go 01_fetch.go 02_list_offsets.go 03_metadata.go
 //	                 18_api_versions.go 19_create_topics.go 20_delete_topics.go
 //	      |
-//	Store            topics -> partitions -> commitlog.Log (one Manager per log dir)
+//	store.Store      topics -> partitions -> commitlog.Log (one Manager per log dir)
 //
 // Each API lives in a file named after its key and starts with the versions
 // it serves and what they added. ApiVersions advertises exactly the API
 // table, so a later stage that registers a replacement handler (stage 03's
 // replica-aware Produce and Fetch) or a new API (OffsetForLeaderEpoch,
 // LeaderAndIsr) changes what clients see without touching this package.
+//
+// The store is a package of its own (package store): stage 03's replica
+// package builds replicas on its partitions without this package's network
+// server and handlers.
 //
 // Configuration uses Kafka's broker keys, parsed by ParseConfig from a
 // server.properties file and --override values.

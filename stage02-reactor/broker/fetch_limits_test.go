@@ -122,9 +122,7 @@ func TestAbandonedLongPollsAreFreedAtOnce(t *testing.T) {
 	}
 	p, _ := tb.Store().Partition("quiet", 0)
 	require.Eventually(t, func() bool {
-		p.Appended.mu.Lock()
-		watchers := len(p.Appended.waiters)
-		p.Appended.mu.Unlock()
+		watchers := p.Appended.Watchers()
 		st := tb.NetworkStats()
 		return st.ClosedByPeer >= 200 && st.InFlight == 0 && watchers == 0 && runtime.NumGoroutine() <= before+5
 	}, 20*time.Second, 5*time.Millisecond, "abandoned long polls still held: %+v", tb.NetworkStats())

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/kafkaworkbook/workbook/stage02-reactor/store"
 )
 
 // ParseArgs reads a broker command line as Kafka's kafka-server-start.sh
@@ -33,7 +35,7 @@ func ParseArgs(args []string) (map[string]string, error) {
 			return nil, fmt.Errorf("unknown flag %s; usage: broker [server.properties] [--override key=value]...", a)
 		default:
 			var err error
-			if props, err = readPropertiesFile(a); err != nil {
+			if props, err = store.ReadPropertiesFile(a); err != nil {
 				return nil, err
 			}
 		}

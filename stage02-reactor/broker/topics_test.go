@@ -223,7 +223,7 @@ func TestCreateTopicsIsAllOrNothing(t *testing.T) {
 		require.NoError(t, err)
 		for _, e := range entries {
 			require.False(t, e.IsDir() && strings.HasPrefix(e.Name(), "half-"), "left behind: %s", e.Name())
-			require.False(t, strings.HasPrefix(e.Name(), creatingMarkerPrefix), "left behind: %s", e.Name())
+			require.False(t, strings.HasPrefix(e.Name(), ".creating~"), "left behind: %s", e.Name()) // the store's creation marker
 		}
 		require.Equal(t, kerr.UnknownTopicOrPartition.Code, metadataFor(t, tb, []string{"half"}).Topics[0].ErrorCode)
 	}
@@ -231,26 +231,6 @@ func TestCreateTopicsIsAllOrNothing(t *testing.T) {
 	require.NoError(t, os.Remove(filepath.Join(tb.dir, "half-5")))
 	tb.restart()
 	check()
-}
-
-// TestACreationCutShortByACrashIsUndoneAtStart: the creation marker is
-// still there when the broker starts (it crashed before finishing), so the
-// partitions it finds of that topic go: the creation was never
-// acknowledged. Before the marker, a crash at partition 6,653 of 100,000
-// left a topic whose only partition was 6,653.
-func TestACreationCutShortByACrashIsUndoneAtStart(t *testing.T) {
-	tb := startBroker(t)
-	tb.createTopic("kept", 1)
-	tb.createTopic("ghost", 3)
-	tb.stop()
-	require.NoError(t, os.WriteFile(filepath.Join(tb.dir, creatingMarkerPrefix+"ghost"), nil, 0o644))
-	require.NoError(t, os.MkdirAll(filepath.Join(tb.dir, creatingMarkerPrefix+"kept"), 0o755)) // not a file: not a marker
-	require.NoError(t, os.RemoveAll(filepath.Join(tb.dir, "ghost-0")))                         // as if the crash came before it
-	tb.start()
-	require.Empty(t, tb.Store().TopicPartitions("ghost"))
-	require.NoDirExists(t, filepath.Join(tb.dir, "ghost-1"))
-	require.NoFileExists(t, filepath.Join(tb.dir, creatingMarkerPrefix+"ghost"))
-	require.Len(t, tb.Store().TopicPartitions("kept"), 1)
 }
 
 // TestCreatingAHugeTopicDoesNotStallOtherClients: the store's lock is not
@@ -335,17 +315,6 @@ func TestADamagedPartitionDoesNotStopTheBroker(t *testing.T) {
 	require.Empty(t, tb.Store().Offline())
 	tb.createTopic("broken", 1)
 	produceRecords(t, tb.client(), "broken", 0, "again")
-}
-
-// TestATopicNamedLikeACreationMarkerIsNotOne: a topic's partition
-// directory can never look like the marker of an unfinished creation.
-func TestATopicNamedLikeACreationMarkerIsNotOne(t *testing.T) {
-	tb := startBroker(t)
-	tb.createTopic(".creating-x", 1) // once mistaken for the marker of a topic "x-0"
-	tb.createTopic("x-0", 1)
-	tb.restart()
-	require.Len(t, tb.Store().TopicPartitions(".creating-x"), 1)
-	require.Len(t, tb.Store().TopicPartitions("x-0"), 1)
 }
 
 // TestEightMillionNameMetadataRequestsStayInBounds: eight clients at once

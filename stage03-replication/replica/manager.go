@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/kafkaworkbook/workbook/stage01-log/commitlog"
-	"github.com/kafkaworkbook/workbook/stage02-reactor/broker"
+	"github.com/kafkaworkbook/workbook/stage02-reactor/store"
 )
 
 // HighWatermarkCheckpointFile holds, in each log directory, the high
@@ -35,7 +35,7 @@ type Options struct {
 // checkpoints the high watermarks.
 type Manager struct {
 	cfg    Config
-	store  *broker.Store
+	store  *store.Store
 	opts   Options
 	logger *slog.Logger
 
@@ -52,7 +52,7 @@ type Manager struct {
 // NewManager starts a replica manager over store. Partitions get roles only
 // when LeaderAndIsr arrives; until then their logs wait, as in Kafka after a
 // restart.
-func NewManager(cfg Config, store *broker.Store, opts Options) (*Manager, error) {
+func NewManager(cfg Config, store *store.Store, opts Options) (*Manager, error) {
 	if opts.Quorum == nil {
 		opts.Quorum = AllReplicas{}
 	}

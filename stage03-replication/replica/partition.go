@@ -12,7 +12,7 @@ import (
 
 	"github.com/kafkaworkbook/workbook/stage01-log/commitlog"
 	"github.com/kafkaworkbook/workbook/stage01-log/record"
-	"github.com/kafkaworkbook/workbook/stage02-reactor/broker"
+	"github.com/kafkaworkbook/workbook/stage02-reactor/store"
 )
 
 // Role is what this broker is for a partition.
@@ -54,7 +54,7 @@ func ErrorCode(err error) int16 {
 	case errors.Is(err, commitlog.ErrOffsetOutOfRange):
 		return kerr.OffsetOutOfRange.Code
 	}
-	return broker.AppendErrorCode(err)
+	return store.AppendErrorCode(err)
 }
 
 // ReplicaState is what a leader knows of one follower, learned from its
@@ -88,7 +88,7 @@ type LeaderAndIsrState struct {
 // kafka.cluster.Partition): the stage 02 partition (its log and append
 // signal) plus what replication needs.
 type Partition struct {
-	*broker.Partition
+	*store.Partition
 	Epochs  *LeaderEpochCache
 	localID int32
 	quorum  Quorum
@@ -97,7 +97,7 @@ type Partition struct {
 
 	// HWAdvanced is raised when the high watermark moves: consumers' long
 	// polls and acks=all producers wait on it.
-	HWAdvanced broker.Signal
+	HWAdvanced store.Signal
 
 	mu              sync.RWMutex
 	role            Role                    // Protected by mu.
@@ -115,7 +115,7 @@ type Partition struct {
 
 // newPartition wraps a stage 02 partition. hw is the high watermark from
 // the checkpoint, capped at the log end.
-func newPartition(p *broker.Partition, localID int32, hw int64, quorum Quorum, logger *slog.Logger, now func() time.Time) (*Partition, error) {
+func newPartition(p *store.Partition, localID int32, hw int64, quorum Quorum, logger *slog.Logger, now func() time.Time) (*Partition, error) {
 	epochs, err := OpenLeaderEpochCache(p.Log.Dir())
 	if err != nil {
 		return nil, err
@@ -262,7 +262,7 @@ func (p *Partition) checkLeaderLocked(clientEpoch int32) error {
 }
 
 func checkEpoch(clientEpoch, epoch int32) error {
-	switch code := broker.CheckLeaderEpoch(clientEpoch, epoch); {
+	switch code := store.CheckLeaderEpoch(clientEpoch, epoch); {
 	case code == kerr.FencedLeaderEpoch.Code:
 		return ErrFencedEpoch
 	case code == kerr.UnknownLeaderEpoch.Code:

@@ -10,7 +10,7 @@ import (
 
 	"github.com/kafkaworkbook/workbook/stage01-log/commitlog"
 	"github.com/kafkaworkbook/workbook/stage01-log/record"
-	"github.com/kafkaworkbook/workbook/stage02-reactor/broker"
+	"github.com/kafkaworkbook/workbook/stage02-reactor/store"
 )
 
 var quiet = slog.New(slog.DiscardHandler)
@@ -36,7 +36,7 @@ func newTestPartition(t *testing.T, q Quorum, c *clock) *Partition {
 	l, err := commitlog.Open(filepath.Join(t.TempDir(), tp.String()), commitlog.DefaultConfig(), commitlog.Options{Logger: quiet})
 	require.NoError(t, err)
 	t.Cleanup(func() { l.Close() })
-	p, err := newPartition(&broker.Partition{TopicPartition: tp, Log: l}, 0, 0, q, quiet, c.Now)
+	p, err := newPartition(&store.Partition{TopicPartition: tp, Log: l}, 0, 0, q, quiet, c.Now)
 	require.NoError(t, err)
 	return p
 }

@@ -1,4 +1,4 @@
-package broker
+package store
 
 import "fmt"
 
@@ -6,9 +6,9 @@ import "fmt"
 // "-<partition>" and must fit in 255 bytes).
 const maxTopicNameLength = 249
 
-// validateTopicName applies Kafka's rules: 1 to 249 characters from
+// ValidateTopicName applies Kafka's rules: 1 to 249 characters from
 // [a-zA-Z0-9._-], and not "." or "..".
-func validateTopicName(name string) error {
+func ValidateTopicName(name string) error {
 	switch {
 	case name == "":
 		return fmt.Errorf("topic name is empty")

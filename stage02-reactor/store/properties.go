@@ -1,4 +1,4 @@
-package broker
+package store
 
 import (
 	"fmt"
@@ -7,8 +7,9 @@ import (
 )
 
 // ParseProperties reads the Java properties format of Kafka's
-// server.properties: "key=value", "key: value" or "key value" lines, '#'
-// and '!' comments, and a backslash at the end of a line continuing it.
+// meta.properties and server.properties (which the broker reads with it):
+// "key=value", "key: value" or "key value" lines, '#' and '!' comments, and
+// a backslash at the end of a line continuing it.
 func ParseProperties(text string) (map[string]string, error) {
 	props := map[string]string{}
 	lines := strings.Split(strings.ReplaceAll(text, "\r\n", "\n"), "\n")
@@ -33,8 +34,8 @@ func ParseProperties(text string) (map[string]string, error) {
 	return props, nil
 }
 
-// readPropertiesFile reads a properties file.
-func readPropertiesFile(path string) (map[string]string, error) {
+// ReadPropertiesFile reads a properties file.
+func ReadPropertiesFile(path string) (map[string]string, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, err

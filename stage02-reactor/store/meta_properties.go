@@ -1,4 +1,4 @@
-package broker
+package store
 
 import (
 	"crypto/rand"
@@ -21,7 +21,7 @@ const metaPropertiesFile = "meta.properties"
 // directory that belongs to another broker id is refused, as Kafka does.
 func loadMetaProperties(dir string, brokerID int32) (clusterID string, err error) {
 	path := filepath.Join(dir, metaPropertiesFile)
-	props, err := readPropertiesFile(path)
+	props, err := ReadPropertiesFile(path)
 	if errors.Is(err, os.ErrNotExist) {
 		id := make([]byte, 16)
 		rand.Read(id)

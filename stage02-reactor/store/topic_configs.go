@@ -1,4 +1,4 @@
-package broker
+package store
 
 import (
 	"encoding/json"

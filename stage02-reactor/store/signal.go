@@ -1,4 +1,4 @@
-package broker
+package store
 
 import "sync"
 
@@ -38,4 +38,12 @@ func (s *Signal) Notify() {
 		default:
 		}
 	}
+}
+
+// Watchers is how many channels are registered, for tests that check that
+// waiters which gave up let go of the signal.
+func (s *Signal) Watchers() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.waiters)
 }

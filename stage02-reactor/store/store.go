@@ -1,44 +1,18 @@
-package broker
+package store
 
 import (
 	"errors"
 	"fmt"
 	"log/slog"
 	"os"
-	"path/filepath"
 	"slices"
-	"strings"
 	"sync"
 
 	"github.com/kafkaworkbook/workbook/stage01-log/commitlog"
 )
 
-// Errors from the Store.
-var (
-	ErrTopicExists  = errors.New("broker: topic already exists")
-	ErrUnknownTopic = errors.New("broker: unknown topic")
-	// ErrTooManyPartitions: creating the partitions would take the broker
-	// past the partitions it can hold (StoreOptions.MaxPartitions).
-	ErrTooManyPartitions = errors.New("broker: too many partitions")
-)
-
-// creatingMarkerPrefix names the file that marks a topic whose creation is
-// under way: ".creating~<topic>" in the log directory ('~' is not allowed
-// in topic names, so no partition directory can look like one). A
-// start-up that finds one deletes whatever partitions of that topic exist,
-// since the creation never finished and was never acknowledged.
-const creatingMarkerPrefix = ".creating~"
-
-// Partition is one partition this broker holds: its log, and a Signal
-// raised after every append (long-poll fetches; stage 03's followers).
-type Partition struct {
-	commitlog.TopicPartition
-	Log      *commitlog.Log
-	Appended Signal
-}
-
-// StoreOptions are the parts of a Store that are not Kafka configuration.
-type StoreOptions struct {
+// Options are the parts of a Store that are not Kafka configuration.
+type Options struct {
 	// MaxPartitions is the most partitions the store will hold; creating
 	// more fails with ErrTooManyPartitions. 0 means DefaultMaxPartitions().
 	MaxPartitions int
@@ -72,10 +46,10 @@ type Store struct {
 	configs    map[string]map[string]string            // topic -> its overrides. Protected by mu.
 }
 
-// OpenStore opens the log directory dir for broker brokerID, recovering its
+// Open opens the log directory dir for broker brokerID, recovering its
 // logs if the last shutdown was not clean, and finds its partitions again.
 // A topic whose creation a crash interrupted is removed.
-func OpenStore(dir string, brokerID int32, cfg commitlog.ManagerConfig, opts StoreOptions) (*Store, error) {
+func Open(dir string, brokerID int32, cfg commitlog.ManagerConfig, opts Options) (*Store, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
@@ -115,49 +89,6 @@ func OpenStore(dir string, brokerID int32, cfg commitlog.ManagerConfig, opts Sto
 		return nil, err
 	}
 	return s, nil
-}
-
-// finishInterruptedCreations removes the partitions of every topic whose
-// creation marker is still there: a crash cut the creation short.
-func (s *Store) finishInterruptedCreations() error {
-	entries, err := os.ReadDir(s.dir)
-	if err != nil {
-		return err
-	}
-	for _, e := range entries {
-		topic, ok := strings.CutPrefix(e.Name(), creatingMarkerPrefix)
-		if !ok || !e.Type().IsRegular() {
-			continue
-		}
-		s.logger.Warn("removing a topic whose creation did not finish", "topic", topic)
-		if err := s.removeTopicLocked(topic); err != nil {
-			return err
-		}
-		if err := os.Remove(filepath.Join(s.dir, e.Name())); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// removeTopicLocked forgets a topic and deletes its logs at once (those that
-// opened and those offline) and its configs: a creation undone. Called with
-// mu held, or before the store is shared.
-func (s *Store) removeTopicLocked(topic string) error {
-	var errs []error
-	for _, p := range s.topics[topic] {
-		delete(s.partitions, p.TopicPartition)
-		errs = append(errs, s.logs.DeleteNow(p.TopicPartition))
-	}
-	delete(s.topics, topic)
-	for id := range s.offline[topic] {
-		errs = append(errs, s.logs.DeleteOffline(commitlog.TopicPartition{Topic: topic, Partition: id}))
-	}
-	delete(s.offline, topic)
-	if _, ok := s.configs[topic]; ok {
-		errs = append(errs, s.saveTopicConfigsLocked(topic, nil))
-	}
-	return errors.Join(errs...)
 }
 
 // addLocked publishes a partition. Called with mu held (or before the store
@@ -277,41 +208,11 @@ func (s *Store) TopicNames() []string {
 	return out
 }
 
-// countLocked is the partitions held, offline or being created: what
-// counts against MaxPartitions. Called with mu held.
-func (s *Store) countLocked() int {
-	n := len(s.partitions) + s.pending
-	for _, parts := range s.offline {
-		n += len(parts)
-	}
-	for _, reserved := range s.creating {
-		n += int(reserved)
-	}
-	return n
-}
-
-// reserveLocked checks that n more partitions fit. Called with mu held.
-func (s *Store) reserveLocked(n int) error {
-	if held := s.countLocked(); held+n > s.maxPartitions {
-		return fmt.Errorf("%w: %d more would make %d, and this broker holds at most %d (each partition keeps a file open; "+
-			"the limit follows the open-file limit, see DefaultMaxPartitions)", ErrTooManyPartitions, n, held+n, s.maxPartitions)
-	}
-	return nil
-}
-
-// Fits reports, as ErrTooManyPartitions, whether n more partitions would
-// take the broker past MaxPartitions.
-func (s *Store) Fits(n int) error {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	return s.reserveLocked(n)
-}
-
 // CreatePartition creates the log of one partition, with its topic's
 // configs. Stage 03 calls it when the controller makes this broker a
 // replica.
 func (s *Store) CreatePartition(tp commitlog.TopicPartition) (*Partition, error) {
-	if err := validateTopicName(tp.Topic); err != nil {
+	if err := ValidateTopicName(tp.Topic); err != nil {
 		return nil, err
 	}
 	s.mu.Lock()
@@ -339,115 +240,6 @@ func (s *Store) DeletePartition(tp commitlog.TopicPartition) error {
 	s.removeLocked(tp)
 	s.mu.Unlock()
 	return s.logs.Delete(tp)
-}
-
-// CreateTopic creates a topic with all its partitions on this broker, the
-// single-broker case. It is all or nothing: a creation that fails (out of
-// file descriptors, a full disk) removes what it made, and one that a
-// crash interrupts is removed at the next start. The store's lock is held
-// only to reserve the name and the partitions and to publish them, so other
-// clients are served while the files are created. A topic that would take
-// the broker past MaxPartitions is refused with ErrTooManyPartitions.
-func (s *Store) CreateTopic(name string, partitions int32, configs map[string]string) ([]*Partition, error) {
-	if err := validateTopicName(name); err != nil {
-		return nil, err
-	}
-	cfg, err := s.ValidateTopicConfigs(configs)
-	if err != nil {
-		return nil, err
-	}
-	s.mu.Lock()
-	if err := s.checkNewTopicLocked(name); err != nil {
-		s.mu.Unlock()
-		return nil, err
-	}
-	if err := s.reserveLocked(int(partitions)); err != nil {
-		s.mu.Unlock()
-		return nil, err
-	}
-	s.creating[name] = partitions
-	s.mu.Unlock()
-
-	created, err := s.createLogs(name, partitions, configs, cfg)
-
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	delete(s.creating, name)
-	if err != nil {
-		return nil, err
-	}
-	for _, p := range created {
-		s.addLocked(p)
-	}
-	s.logger.Info("created topic", "topic", name, "partitions", partitions, "configs", configs)
-	return slices.Clone(created), nil
-}
-
-// checkNewTopicLocked refuses a name in use: held, offline or being
-// created. Called with mu held.
-func (s *Store) checkNewTopicLocked(name string) error {
-	if _, ok := s.topics[name]; ok {
-		return fmt.Errorf("%w: %s", ErrTopicExists, name)
-	}
-	if _, ok := s.creating[name]; ok {
-		return fmt.Errorf("%w: %s (being created)", ErrTopicExists, name)
-	}
-	if _, ok := s.offline[name]; ok {
-		return fmt.Errorf("%w: %s (offline: delete it to free the name)", ErrTopicExists, name)
-	}
-	return nil
-}
-
-// createLogs makes the topic's files under its creation marker: the
-// configs, then one log per partition, then the marker goes. On failure,
-// the marker's removal included (left behind, it would undo an
-// acknowledged topic at the next start), it removes everything it made,
-// marker last.
-func (s *Store) createLogs(name string, partitions int32, configs map[string]string, cfg commitlog.Config) (created []*Partition, err error) {
-	marker := filepath.Join(s.dir, creatingMarkerPrefix+name)
-	if err := commitlog.WriteFileAtomic(marker, nil); err != nil {
-		return nil, fmt.Errorf("create topic %s: %w", name, err)
-	}
-	defer func() {
-		if err == nil {
-			return
-		}
-		for _, p := range created {
-			err = errors.Join(err, s.logs.DeleteNow(p.TopicPartition))
-		}
-		if len(configs) > 0 {
-			s.mu.Lock()
-			err = errors.Join(err, s.saveTopicConfigsLocked(name, nil))
-			s.mu.Unlock()
-		}
-		if rerr := os.Remove(marker); rerr != nil && !errors.Is(rerr, os.ErrNotExist) {
-			s.logger.Error("could not remove a failed topic creation's marker; the next start removes the topic",
-				"topic", name, "marker", marker, "err", rerr)
-		}
-	}()
-	if len(configs) > 0 {
-		s.mu.Lock()
-		err := s.saveTopicConfigsLocked(name, configs)
-		s.mu.Unlock()
-		if err != nil {
-			return nil, err
-		}
-	}
-	for i := range partitions {
-		tp := commitlog.TopicPartition{Topic: name, Partition: i}
-		l, err := s.logs.Create(tp, cfg)
-		if errors.Is(err, commitlog.ErrLogExists) { // its old log is being deleted
-			return created, fmt.Errorf("%w: %s is marked for deletion", ErrTopicExists, name)
-		}
-		if err != nil {
-			return created, fmt.Errorf("create topic %s: partition %d of %d: %w", name, i, partitions, err)
-		}
-		created = append(created, &Partition{TopicPartition: tp, Log: l})
-	}
-	if err := commitlog.RemoveFileDurably(marker); err != nil {
-		return created, fmt.Errorf("create topic %s: finishing: %w", name, err)
-	}
-	return created, nil
 }
 
 // DeleteTopic deletes every partition of a topic this broker holds,
