@@ -8,6 +8,7 @@ import (
 	"net"
 	"sync"
 
+	"github.com/kafkaworkbook/workbook/stage01-log/commitlog"
 	"github.com/kafkaworkbook/workbook/stage02-reactor/network"
 	"github.com/kafkaworkbook/workbook/stage02-reactor/store"
 )
@@ -48,6 +49,12 @@ type Options struct {
 	// store.DefaultMaxPartitions() (what the machine's open-file limit
 	// allows).
 	MaxPartitions int
+	// RetentionLimit is passed to the store (store.Options.RetentionLimit):
+	// the offset retention may not delete past in a partition's log. A
+	// replicating broker (stage 03) passes the partition's high watermark,
+	// so that retention never deletes records that are not committed yet;
+	// nil means the log end offset, right for a single broker.
+	RetentionLimit func(tp commitlog.TopicPartition, l *commitlog.Log) int64
 }
 
 // New opens the broker's log directory and registers the APIs of this
@@ -59,7 +66,8 @@ func New(cfg Config, opts Options) (*Broker, error) {
 	if opts.ServerFactory == nil {
 		opts.ServerFactory = network.NewServer
 	}
-	st, err := store.Open(cfg.LogDir, cfg.BrokerID, cfg.Log, store.Options{MaxPartitions: opts.MaxPartitions, Logger: opts.Logger})
+	st, err := store.Open(cfg.LogDir, cfg.BrokerID, cfg.Log, store.Options{
+		MaxPartitions: opts.MaxPartitions, RetentionLimit: opts.RetentionLimit, Logger: opts.Logger})
 	if err != nil {
 		return nil, err
 	}

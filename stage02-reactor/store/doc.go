@@ -20,6 +20,9 @@
 // them, so other requests are served while its files are made. A store
 // holds at most Options.MaxPartitions, by default what the machine's
 // open-file limit allows (DefaultMaxPartitions).
+// Retention runs in the logs' Manager; Options.RetentionLimit keeps it
+// below an offset of each partition (a replicating broker's high
+// watermark).
 //
 // What the store and its logs report to clients, they report as Kafka's
 // error codes (errors.go): Lookup for a partition it cannot serve,

@@ -16,7 +16,15 @@ type Options struct {
 	// MaxPartitions is the most partitions the store will hold; creating
 	// more fails with ErrTooManyPartitions. 0 means DefaultMaxPartitions().
 	MaxPartitions int
-	Logger        *slog.Logger // slog.Default if nil
+	// RetentionLimit returns the offset retention may not delete past in a
+	// partition's log; the store hands it to its commitlog.Manager
+	// (ManagerOptions.RetentionLimit). A replicating broker (stage 03)
+	// passes the partition's high watermark, so that retention never
+	// deletes records that are not committed yet. nil means the log end
+	// offset, right for a single broker, whose every record is committed
+	// once appended.
+	RetentionLimit func(tp commitlog.TopicPartition, l *commitlog.Log) int64
+	Logger         *slog.Logger // slog.Default if nil
 }
 
 // Store is the broker's partition store: the partitions whose replicas this
@@ -70,7 +78,8 @@ func Open(dir string, brokerID int32, cfg commitlog.ManagerConfig, opts Options)
 	s := &Store{dir: dir, defaults: cfg.Log, clusterID: clusterID, maxPartitions: opts.MaxPartitions, logger: opts.Logger,
 		partitions: map[commitlog.TopicPartition]*Partition{}, topics: map[string][]*Partition{},
 		offline: map[string]map[int32]error{}, creating: map[string]int32{}, configs: configs}
-	s.logs, err = commitlog.OpenManager(dir, cfg, commitlog.ManagerOptions{TopicConfig: s.topicConfig, Logger: opts.Logger})
+	s.logs, err = commitlog.OpenManager(dir, cfg, commitlog.ManagerOptions{
+		RetentionLimit: opts.RetentionLimit, TopicConfig: s.topicConfig, Logger: opts.Logger})
 	if err != nil {
 		return nil, err
 	}
