@@ -55,6 +55,9 @@ type Options struct {
 	// so that retention never deletes records that are not committed yet;
 	// nil means the log end offset, right for a single broker.
 	RetentionLimit func(tp commitlog.TopicPartition, l *commitlog.Log) int64
+	// StartOffsetAdvanced is passed to the store
+	// (store.Options.StartOffsetAdvanced).
+	StartOffsetAdvanced func(tp commitlog.TopicPartition, l *commitlog.Log, start int64)
 }
 
 // New opens the broker's log directory and registers the APIs of this
@@ -67,7 +70,8 @@ func New(cfg Config, opts Options) (*Broker, error) {
 		opts.ServerFactory = network.NewServer
 	}
 	st, err := store.Open(cfg.LogDir, cfg.BrokerID, cfg.Log, store.Options{
-		MaxPartitions: opts.MaxPartitions, RetentionLimit: opts.RetentionLimit, Logger: opts.Logger})
+		MaxPartitions: opts.MaxPartitions, RetentionLimit: opts.RetentionLimit,
+		StartOffsetAdvanced: opts.StartOffsetAdvanced, Logger: opts.Logger})
 	if err != nil {
 		return nil, err
 	}

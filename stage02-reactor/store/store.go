@@ -24,7 +24,11 @@ type Options struct {
 	// offset, right for a single broker, whose every record is committed
 	// once appended.
 	RetentionLimit func(tp commitlog.TopicPartition, l *commitlog.Log) int64
-	Logger         *slog.Logger // slog.Default if nil
+	// StartOffsetAdvanced is called after retention moved a log's start
+	// (ManagerOptions.StartOffsetAdvanced): stage 03 forgets the leader
+	// epochs that ended before it. nil: nobody needs to know.
+	StartOffsetAdvanced func(tp commitlog.TopicPartition, l *commitlog.Log, start int64)
+	Logger              *slog.Logger // slog.Default if nil
 }
 
 // Store is the broker's partition store: the partitions whose replicas this
@@ -79,7 +83,8 @@ func Open(dir string, brokerID int32, cfg commitlog.ManagerConfig, opts Options)
 		partitions: map[commitlog.TopicPartition]*Partition{}, topics: map[string][]*Partition{},
 		offline: map[string]map[int32]error{}, creating: map[string]int32{}, configs: configs}
 	s.logs, err = commitlog.OpenManager(dir, cfg, commitlog.ManagerOptions{
-		RetentionLimit: opts.RetentionLimit, TopicConfig: s.topicConfig, Logger: opts.Logger})
+		RetentionLimit: opts.RetentionLimit, StartOffsetAdvanced: opts.StartOffsetAdvanced,
+		TopicConfig: s.topicConfig, Logger: opts.Logger})
 	if err != nil {
 		return nil, err
 	}
@@ -121,6 +126,11 @@ func (s *Store) removeLocked(tp commitlog.TopicPartition) {
 		s.topics[tp.Topic] = parts
 	}
 }
+
+// DeleteOldSegments applies retention to every partition now; the logs'
+// Manager also runs it every log.retention.check.interval.ms. It returns
+// how many segments it deleted.
+func (s *Store) DeleteOldSegments() (int, error) { return s.logs.DeleteOldSegments() }
 
 // Dir is the log directory.
 func (s *Store) Dir() string { return s.dir }
