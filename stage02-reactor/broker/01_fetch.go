@@ -62,16 +62,43 @@ type FetchSource interface {
 	Watch(replicaID int32, topic string, partition int32, ch chan struct{}) (unwatch func())
 }
 
+// FetchRecorder is implemented by a FetchSource that learns something from
+// the fetch itself, not only from what it reads: stage 03's leader records
+// a follower's fetch offset as its log end offset, and the time of the
+// fetch, from which the ISR is decided. RecordFetch runs once per partition
+// when the request arrives, before the first read; never on the re-reads of
+// a fetch that waits, which would otherwise make a follower that stopped
+// fetching look as if it kept asking (Kafka updates the follower's state in
+// fetchMessages, not in DelayedFetch). An error code it leaves in out
+// answers the partition with it, unread.
+type FetchRecorder interface {
+	RecordFetch(replicaID int32, topic string, fp *kmsg.FetchRequestTopicPartition, out *protocol.FetchPartition)
+}
+
+// FetchWaiter holds a fetch that found fewer than min bytes until it can
+// be answered (Kafka's DelayedFetch in the fetch purgatory). Stage 02's
+// waiter (nil) gives each waiting fetch a goroutine woken by its
+// partitions' Watch; stage 04 parks them in a purgatory instead.
+type FetchWaiter interface {
+	// Park holds f for up to wait and answers it: when f.Ready says so,
+	// at the deadline, or at shutdown (f.Respond). It must not block.
+	Park(f *PendingFetch, wait time.Duration)
+}
+
 // FetchAPI is the Fetch handler reading from src; nil means the broker's
-// own store.
-func FetchAPI(src FetchSource) API {
+// own store. Waiting fetches wait on goroutines.
+func FetchAPI(src FetchSource) API { return FetchAPIWith(src, nil) }
+
+// FetchAPIWith is FetchAPI with the waiting fetches held by w (nil: a
+// goroutine each).
+func FetchAPIWith(src FetchSource, w FetchWaiter) API {
 	return API{Key: 1, MinVersion: protocol.FetchMinVersion, MaxVersion: protocol.FetchMaxVersion,
 		Handle: func(r *Request) {
 			s := src
 			if s == nil {
 				s = StoreFetchSource{r.Broker.store}
 			}
-			handleFetch(r, s)
+			handleFetch(r, s, w)
 		}}
 }
 
@@ -79,7 +106,7 @@ func FetchAPI(src FetchSource) API {
 // leader's, never bumped (stage 03 bumps it on each leader change).
 const leaderEpoch = 0
 
-func handleFetch(r *Request, src FetchSource) {
+func handleFetch(r *Request, src FetchSource, w FetchWaiter) {
 	req := r.Body.(*kmsg.FetchRequest)
 	if req.SessionID != 0 {
 		// We hand out no sessions, so an incremental fetch names one we
@@ -88,6 +115,7 @@ func handleFetch(r *Request, src FetchSource) {
 		return
 	}
 	f := planFetch(req, r.Broker.cfg.FetchMaxBytes)
+	f.recordFetch(src)
 	resp, bytes, hasError := f.read(src)
 	wait := min(time.Duration(req.MaxWaitMillis)*time.Millisecond, maxFetchWait)
 	if idle := r.Broker.cfg.Network.ConnectionsMaxIdle; idle > 0 {
@@ -97,7 +125,12 @@ func handleFetch(r *Request, src FetchSource) {
 		respondFetch(r, resp)
 		return
 	}
-	delayFetch(r, f, src, wait)
+	pf := &PendingFetch{r: r, plan: f, src: src}
+	if w == nil {
+		waitFetch(pf, wait)
+		return
+	}
+	w.Park(pf, wait)
 }
 
 // respondFetch frames a fetch response and sends it. One that cannot be
@@ -121,6 +154,9 @@ type fetchPlan struct {
 	minBytes  int32
 	maxBytes  int64 // min(max_bytes, fetch.max.bytes)
 	topics    []plannedTopic
+	// refused holds the error codes RecordFetch gave, by partition: those
+	// partitions answer with them, unread.
+	refused map[*kmsg.FetchRequestTopicPartition]protocol.FetchPartition
 }
 
 type plannedTopic struct {
@@ -160,15 +196,77 @@ func planFetch(req *kmsg.FetchRequest, fetchMaxBytes int32) *fetchPlan {
 	return f
 }
 
-// delayFetch waits, off the handler pool, for enough bytes, the deadline,
-// the client's departure or shutdown, then answers with a fresh read (or,
-// if the client left, does not answer at all).
-func delayFetch(r *Request, f *fetchPlan, src FetchSource, wait time.Duration) {
-	wake := make(chan struct{}, 1)
-	var unwatch []func()
+// recordFetch lets a FetchRecorder source learn of the fetch, once.
+func (f *fetchPlan) recordFetch(src FetchSource) {
+	rec, ok := src.(FetchRecorder)
+	if !ok {
+		return
+	}
 	for _, t := range f.topics {
 		for _, fp := range t.partitions {
-			if u := src.Watch(f.replicaID, t.topic, fp.Partition, wake); u != nil {
+			out := newFetchPartition(fp.Partition)
+			if rec.RecordFetch(f.replicaID, t.topic, fp, &out); out.ErrorCode != 0 {
+				if f.refused == nil {
+					f.refused = map[*kmsg.FetchRequestTopicPartition]protocol.FetchPartition{}
+				}
+				f.refused[fp] = out
+			}
+		}
+	}
+}
+
+// PendingFetch is a fetch that found fewer than min bytes and waits: what a
+// FetchWaiter holds.
+type PendingFetch struct {
+	r    *Request
+	plan *fetchPlan
+	src  FetchSource
+}
+
+// Request is the waiting request.
+func (f *PendingFetch) Request() *Request { return f.r }
+
+// ReplicaID is the fetching broker's id, or -1 for a consumer.
+func (f *PendingFetch) ReplicaID() int32 { return f.plan.replicaID }
+
+// Partitions lists the partitions the fetch reads: what it waits on.
+func (f *PendingFetch) Partitions() []commitlog.TopicPartition {
+	var out []commitlog.TopicPartition
+	for _, t := range f.plan.topics {
+		for _, fp := range t.partitions {
+			out = append(out, commitlog.TopicPartition{Topic: t.topic, Partition: fp.Partition})
+		}
+	}
+	return out
+}
+
+// Ready reads the partitions again and reports whether the fetch can be
+// answered now (min bytes, or an error), with the response it read.
+func (f *PendingFetch) Ready() (*protocol.FetchResponse, bool) {
+	resp, bytes, hasError := f.plan.read(f.src)
+	return resp, bytes >= int64(f.plan.minBytes) || hasError
+}
+
+// Respond answers the fetch with resp, or with a fresh read if resp is nil
+// (the deadline passed, or the broker is shutting down).
+func (f *PendingFetch) Respond(resp *protocol.FetchResponse) {
+	if resp == nil {
+		resp, _, _ = f.plan.read(f.src)
+	}
+	respondFetch(f.r, resp)
+}
+
+// waitFetch is stage 02's FetchWaiter: it waits, off the handler pool, on a
+// goroutine of its own, for enough bytes, the deadline, the client's
+// departure or shutdown, then answers with a fresh read (or, if the client
+// left, does not answer at all).
+func waitFetch(f *PendingFetch, wait time.Duration) {
+	r, plan := f.r, f.plan
+	wake := make(chan struct{}, 1)
+	var unwatch []func()
+	for _, t := range plan.topics {
+		for _, fp := range t.partitions {
+			if u := f.src.Watch(plan.replicaID, t.topic, fp.Partition, wake); u != nil {
 				unwatch = append(unwatch, u)
 			}
 		}
@@ -184,10 +282,6 @@ func delayFetch(r *Request, f *fetchPlan, src FetchSource, wait time.Duration) {
 	}
 	deadline := time.NewTimer(wait)
 	gone := r.Done()
-	answer := func() {
-		resp, _, _ := f.read(src)
-		respondFetch(r, resp)
-	}
 	r.Broker.Delay(func() {
 		defer deadline.Stop()
 		defer func() {
@@ -198,18 +292,17 @@ func delayFetch(r *Request, f *fetchPlan, src FetchSource, wait time.Duration) {
 		for {
 			select {
 			case <-wake:
-				resp, bytes, hasError := f.read(src)
-				if bytes >= int64(f.minBytes) || hasError {
-					respondFetch(r, resp)
+				if resp, ok := f.Ready(); ok {
+					f.Respond(resp)
 					return
 				}
 			case <-deadline.C:
-				answer()
+				f.Respond(nil)
 				return
 			case <-gone:
 				return // the connection closed: nobody to answer
 			case <-r.Broker.shutdown:
-				answer()
+				f.Respond(nil)
 				return
 			}
 		}
@@ -225,9 +318,11 @@ func (f *fetchPlan) read(src FetchSource) (resp *protocol.FetchResponse, bytes i
 	for _, t := range f.topics {
 		ft := protocol.FetchTopic{Topic: t.topic, Partitions: make([]protocol.FetchPartition, 0, len(t.partitions))}
 		for _, fp := range t.partitions {
-			out := protocol.FetchPartition{Partition: fp.Partition, HighWatermark: -1, LastStableOffset: -1,
-				LogStartOffset: -1, PreferredReadReplica: -1}
-			src.ReadPartition(f.replicaID, t.topic, fp, bytes == 0, &remaining, &out)
+			out, refused := f.refused[fp]
+			if !refused {
+				out = newFetchPartition(fp.Partition)
+				src.ReadPartition(f.replicaID, t.topic, fp, bytes == 0, &remaining, &out)
+			}
 			if out.ErrorCode != 0 {
 				hasError = true
 			} else {
@@ -238,6 +333,12 @@ func (f *fetchPlan) read(src FetchSource) (resp *protocol.FetchResponse, bytes i
 		resp.Topics = append(resp.Topics, ft)
 	}
 	return resp, bytes, hasError
+}
+
+// newFetchPartition is a partition's answer before anything is known.
+func newFetchPartition(partition int32) protocol.FetchPartition {
+	return protocol.FetchPartition{Partition: partition, HighWatermark: -1, LastStableOffset: -1,
+		LogStartOffset: -1, PreferredReadReplica: -1}
 }
 
 // StoreFetchSource reads a single broker's store: every partition is led
