@@ -177,6 +177,14 @@ func (f *fetcher) run() {
 		return true
 	}
 	for f.ctx.Err() == nil {
+		if resumed := f.m.fetchPaused(); resumed != nil {
+			select {
+			case <-f.ctx.Done():
+				return
+			case <-resumed:
+			}
+			continue
+		}
 		truncate, fetch, next := f.snapshot(time.Now())
 		if len(truncate) == 0 && len(fetch) == 0 {
 			wait := time.Hour

@@ -20,20 +20,26 @@ func HighWatermark(leaderLEO int64, followerLEOs []int64) int64 {
 // stage's AllReplicas counts every assigned replica, so one dead follower
 // stops the high watermark; stage 04 counts the in-sync replicas (§1.3) and
 // grows and shrinks that set.
+//
+// Counted is a pure function of what it is given: the partition calls it
+// with its own lock held, so it passes values, not itself, and a Quorum
+// cannot reach back into the partition (which would deadlock). The slices
+// are the partition's: read them, do not keep or change them.
 type Quorum interface {
 	// Counted returns the ids of the followers whose log end offsets bound
-	// the high watermark of p. It is called with p's lock held.
-	Counted(p *Partition) []int32
+	// the high watermark, given the local (leader) id, the assignment and
+	// the ISR.
+	Counted(local int32, replicas, isr []int32) []int32
 }
 
 // AllReplicas counts every assigned replica.
 type AllReplicas struct{}
 
 // Counted returns every assigned follower.
-func (AllReplicas) Counted(p *Partition) []int32 {
-	var out []int32
-	for _, id := range p.replicas {
-		if id != p.localID {
+func (AllReplicas) Counted(local int32, replicas, _ []int32) []int32 {
+	out := make([]int32, 0, len(replicas))
+	for _, id := range replicas {
+		if id != local {
 			out = append(out, id)
 		}
 	}

@@ -24,9 +24,10 @@ var ErrStaleController = errors.New("replica: request from an older controller e
 
 // Options are the parts of a Manager that are not Kafka configuration.
 type Options struct {
-	Quorum Quorum           // which followers count for the high watermark; AllReplicas if nil
-	Logger *slog.Logger     // slog.Default if nil
-	Now    func() time.Time // time.Now if nil
+	Quorum   Quorum           // which followers count for the high watermark; AllReplicas if nil
+	Listener Listener         // told of appends, high watermarks, state changes; NopListener if nil
+	Logger   *slog.Logger     // slog.Default if nil
+	Now      func() time.Time // time.Now if nil
 }
 
 // Manager is Kafka's ReplicaManager: it holds this broker's replicas, turns
@@ -45,6 +46,11 @@ type Manager struct {
 	fetchers        map[int32]*fetcher                      // by leader id. Protected by mu.
 	checkpointed    map[commitlog.TopicPartition]int64      // high watermarks read at start. Protected by mu.
 
+	// paused: fetchers wait while it is set (PauseFetching). Protected by
+	// mu; resumed is closed and replaced when it is cleared.
+	paused  bool
+	resumed chan struct{}
+
 	stop chan struct{}
 	done sync.WaitGroup
 }
@@ -55,6 +61,9 @@ type Manager struct {
 func NewManager(cfg Config, store *store.Store, opts Options) (*Manager, error) {
 	if opts.Quorum == nil {
 		opts.Quorum = AllReplicas{}
+	}
+	if opts.Listener == nil {
+		opts.Listener = NopListener{}
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
@@ -68,7 +77,7 @@ func NewManager(cfg Config, store *store.Store, opts Options) (*Manager, error) 
 	}
 	m := &Manager{cfg: cfg, store: store, opts: opts, logger: opts.Logger.With("broker", cfg.BrokerID),
 		partitions: map[commitlog.TopicPartition]*Partition{}, fetchers: map[int32]*fetcher{},
-		checkpointed: hws, stop: make(chan struct{})}
+		checkpointed: hws, resumed: make(chan struct{}), stop: make(chan struct{})}
 	m.done.Add(1)
 	go m.checkpointLoop()
 	return m, nil
@@ -182,7 +191,7 @@ func (m *Manager) partitionLocked(tp commitlog.TopicPartition, s LeaderAndIsrSta
 			return nil, err
 		}
 	}
-	p, err := newPartition(bp, m.cfg.BrokerID, m.checkpointed[tp], m.opts.Quorum, m.opts.Logger, m.opts.Now)
+	p, err := newPartition(bp, m.cfg.BrokerID, m.checkpointed[tp], m.opts)
 	if err != nil {
 		return nil, err
 	}
@@ -253,6 +262,71 @@ func (m *Manager) removeFetchLocked(tp commitlog.TopicPartition) {
 			delete(m.fetchers, id)
 		}
 	}
+}
+
+// RetentionLimit is where retention must stop for a partition: its high
+// watermark, so that records not yet on every in-sync replica are never
+// deleted on the leader, and a follower deletes no more than its leader has
+// committed. A partition not yet told its role keeps the high watermark
+// of its last checkpoint. It is the store's Options.RetentionLimit.
+func (m *Manager) RetentionLimit(tp commitlog.TopicPartition, l *commitlog.Log) int64 {
+	m.mu.Lock()
+	p, ok := m.partitions[tp]
+	hw, checkpointed := m.checkpointed[tp]
+	m.mu.Unlock()
+	switch {
+	case ok:
+		return p.HighWatermark()
+	case checkpointed:
+		return hw
+	}
+	return l.StartOffset() // nothing known: delete nothing
+}
+
+// StartOffsetAdvanced forgets the leader epochs that ended before a
+// partition's new log start, after retention deleted its head (Kafka's
+// leaderEpochCache.truncateFromStart). It is the store's
+// Options.StartOffsetAdvanced.
+func (m *Manager) StartOffsetAdvanced(tp commitlog.TopicPartition, _ *commitlog.Log, start int64) {
+	m.mu.Lock()
+	p, ok := m.partitions[tp]
+	m.mu.Unlock()
+	if !ok {
+		return
+	}
+	if err := p.Epochs.TruncateFromStart(start); err != nil {
+		m.logger.Error("leader epoch cache", "partition", tp, "err", err)
+	}
+}
+
+// PauseFetching stops (true) or restarts (false) every fetcher of this
+// broker: its followers stop copying their leaders, as if the network
+// between them were cut, while their connections stay open. Kafka has no
+// such switch; tests and the demo use it to make a follower fall behind
+// and leave the ISR (stage 04).
+func (m *Manager) PauseFetching(pause bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.paused == pause {
+		return
+	}
+	m.paused = pause
+	if !pause {
+		close(m.resumed)
+		m.resumed = make(chan struct{})
+	}
+	m.logger.Info("replica fetching", "paused", pause)
+}
+
+// fetchPaused returns nil if fetching may go on, or a channel closed when
+// it resumes.
+func (m *Manager) fetchPaused() <-chan struct{} {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if !m.paused {
+		return nil
+	}
+	return m.resumed
 }
 
 // CheckpointHighWatermarks writes every partition's high watermark.

@@ -34,6 +34,9 @@ var (
 	ErrUnknownEpoch   = errors.New("replica: the request's leader epoch is newer than the partition's")
 	ErrNotReplica     = errors.New("replica: this broker is not a replica of the partition")
 	ErrUnknownReplica = errors.New("replica: fetch from a broker that is not a replica")
+	// ErrNotEnoughReplicas: an acks=all append refused because the ISR is
+	// smaller than min.insync.replicas (stage 04); nothing was appended.
+	ErrNotEnoughReplicas = errors.New("replica: fewer in-sync replicas than required")
 )
 
 // ErrorCode maps a replica error to Kafka's error code.
@@ -53,6 +56,8 @@ func ErrorCode(err error) int16 {
 		return kerr.UnknownTopicOrPartition.Code
 	case errors.Is(err, commitlog.ErrOffsetOutOfRange):
 		return kerr.OffsetOutOfRange.Code
+	case errors.Is(err, ErrNotEnoughReplicas):
+		return kerr.NotEnoughReplicas.Code
 	}
 	return store.AppendErrorCode(err)
 }
@@ -89,11 +94,12 @@ type LeaderAndIsrState struct {
 // signal) plus what replication needs.
 type Partition struct {
 	*store.Partition
-	Epochs  *LeaderEpochCache
-	localID int32
-	quorum  Quorum
-	logger  *slog.Logger
-	now     func() time.Time
+	Epochs   *LeaderEpochCache
+	localID  int32
+	quorum   Quorum
+	listener Listener
+	logger   *slog.Logger
+	now      func() time.Time
 
 	// HWAdvanced is raised when the high watermark moves: consumers' long
 	// polls and acks=all producers wait on it.
@@ -108,14 +114,19 @@ type Partition struct {
 	replicas        []int32                 // the assignment, in order. Protected by mu.
 	isr             []int32                 // as the controller last said (stage 04 maintains it). Protected by mu.
 	remotes         map[int32]*ReplicaState // leader only: each follower. Protected by mu.
+	// epochStartOffset is where this leader's epoch starts: its log end
+	// when it became leader (leader only). Protected by mu.
+	epochStartOffset int64
 	// highWatermark: Invariant: never moves backwards while this broker
-	// leads, and never exceeds the log end offset. Protected by mu.
+	// leads, and never exceeds the log end offset. A follower takes its
+	// leader's, bounded by its own log, which may move it back. Protected
+	// by mu.
 	highWatermark int64
 }
 
 // newPartition wraps a stage 02 partition. hw is the high watermark from
 // the checkpoint, capped at the log end.
-func newPartition(p *store.Partition, localID int32, hw int64, quorum Quorum, logger *slog.Logger, now func() time.Time) (*Partition, error) {
+func newPartition(p *store.Partition, localID int32, hw int64, opts Options) (*Partition, error) {
 	epochs, err := OpenLeaderEpochCache(p.Log.Dir())
 	if err != nil {
 		return nil, err
@@ -124,8 +135,8 @@ func newPartition(p *store.Partition, localID int32, hw int64, quorum Quorum, lo
 	if err := epochs.TruncateFromEnd(p.Log.EndOffset()); err != nil {
 		return nil, err
 	}
-	return &Partition{Partition: p, Epochs: epochs, localID: localID, quorum: quorum,
-		logger: logger.With("partition", p.TopicPartition.String()), now: now,
+	return &Partition{Partition: p, Epochs: epochs, localID: localID, quorum: opts.Quorum, listener: opts.Listener,
+		logger: opts.Logger.With("partition", p.TopicPartition.String()), now: opts.Now,
 		leaderID: -1, leaderEpoch: -1, highWatermark: min(hw, p.Log.EndOffset())}, nil
 }
 
@@ -205,14 +216,16 @@ func (p *Partition) wakeWaitersLocked() {
 // offsets are unknown until they fetch.
 func (p *Partition) MakeLeader(s LeaderAndIsrState) error {
 	p.mu.Lock()
-	defer p.mu.Unlock()
 	if err := p.checkStateLocked(s); err != nil {
+		p.mu.Unlock()
 		return err
 	}
 	if err := p.Epochs.Assign(s.LeaderEpoch, p.Log.EndOffset()); err != nil {
+		p.mu.Unlock()
 		return err
 	}
 	p.applyStateLocked(s, Leader)
+	p.epochStartOffset = p.Log.EndOffset()
 	now := p.now()
 	p.remotes = map[int32]*ReplicaState{}
 	for _, id := range s.Replicas {
@@ -220,8 +233,13 @@ func (p *Partition) MakeLeader(s LeaderAndIsrState) error {
 			p.remotes[id] = &ReplicaState{LogEndOffset: -1, lastFetchLeaderLEO: -1, LastFetchTime: now, LastCaughtUpTime: now}
 		}
 	}
-	p.logger.Info("became leader", "epoch", s.LeaderEpoch, "replicas", s.Replicas, "log_end", p.Log.EndOffset(), "hw", p.highWatermark)
-	p.maybeIncrementHWLocked()
+	p.logger.Info("became leader", "epoch", s.LeaderEpoch, "replicas", s.Replicas, "isr", s.ISR, "log_end", p.Log.EndOffset(), "hw", p.highWatermark)
+	advanced := p.maybeIncrementHWLocked()
+	p.mu.Unlock()
+	p.listener.StateChanged(p)
+	if advanced {
+		p.listener.HighWatermarkAdvanced(p)
+	}
 	return nil
 }
 
@@ -229,22 +247,84 @@ func (p *Partition) MakeLeader(s LeaderAndIsrState) error {
 // The caller (re)starts fetching, which first truncates by epoch.
 func (p *Partition) MakeFollower(s LeaderAndIsrState) error {
 	p.mu.Lock()
-	defer p.mu.Unlock()
 	if err := p.checkStateLocked(s); err != nil {
+		p.mu.Unlock()
 		return err
 	}
 	p.applyStateLocked(s, Follower)
 	p.remotes = nil
 	p.logger.Info("became follower", "leader", s.Leader, "epoch", s.LeaderEpoch, "log_end", p.Log.EndOffset(), "hw", p.highWatermark)
+	p.mu.Unlock()
+	p.listener.StateChanged(p)
 	return nil
 }
 
 // Stop forgets the partition's role (StopReplica).
 func (p *Partition) Stop() {
 	p.mu.Lock()
-	defer p.mu.Unlock()
 	p.role, p.remotes = None, nil
 	p.wakeWaitersLocked()
+	p.mu.Unlock()
+	p.listener.StateChanged(p)
+}
+
+// LeaderView is what a leader knows of its partition at one moment: the
+// input of stage 04's ISR rules.
+type LeaderView struct {
+	LeaderEpoch     int32
+	PartitionEpoch  int32 // the state's version the ISR was last written at
+	ControllerEpoch int32
+	Replicas        []int32
+	ISR             []int32
+	LogEndOffset    int64
+	HighWatermark   int64
+	// EpochStartOffset is where this leader's epoch starts: a follower
+	// that has reached it has truncated to this leader's log.
+	EpochStartOffset int64
+	Followers        map[int32]ReplicaState
+}
+
+// LeaderView returns a copy of the leader's state, or false if this broker
+// does not lead the partition.
+func (p *Partition) LeaderView() (LeaderView, bool) {
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	if p.role != Leader {
+		return LeaderView{}, false
+	}
+	v := LeaderView{LeaderEpoch: p.leaderEpoch, PartitionEpoch: p.partitionEpoch, ControllerEpoch: p.controllerEpoch,
+		Replicas: slices.Clone(p.replicas), ISR: slices.Clone(p.isr), LogEndOffset: p.Log.EndOffset(),
+		HighWatermark: p.highWatermark, EpochStartOffset: p.epochStartOffset,
+		Followers: make(map[int32]ReplicaState, len(p.remotes))}
+	for id, r := range p.remotes {
+		v.Followers[id] = *r
+	}
+	return v, true
+}
+
+// UpdateISR installs an ISR that this leader changed and wrote to the
+// partition state store (stage 04), where the write created version
+// partitionEpoch. It applies only if the partition is still led here at
+// leaderEpoch and still at basedOn, the partition epoch the change was
+// computed from: otherwise the controller's LeaderAndIsr came in between,
+// and its state wins. The high watermark is recomputed at once, so a slow
+// follower's leaving lets it advance. It reports whether it applied.
+func (p *Partition) UpdateISR(leaderEpoch, basedOn int32, isr []int32, partitionEpoch int32) bool {
+	p.mu.Lock()
+	if p.role != Leader || p.leaderEpoch != leaderEpoch || p.partitionEpoch != basedOn {
+		p.mu.Unlock()
+		return false
+	}
+	p.logger.Info("ISR changed", "from", p.isr, "to", isr, "partition_epoch", partitionEpoch, "hw", p.highWatermark)
+	p.isr, p.partitionEpoch = slices.Clone(isr), partitionEpoch
+	advanced := p.maybeIncrementHWLocked()
+	p.HWAdvanced.Notify() // waiting acks=all producers re-check the ISR size
+	p.mu.Unlock()
+	p.listener.StateChanged(p)
+	if advanced {
+		p.listener.HighWatermarkAdvanced(p)
+	}
+	return true
 }
 
 // checkLeaderLocked checks that this broker leads at the epoch a client
@@ -274,10 +354,25 @@ func checkEpoch(clientEpoch, epoch int32) error {
 // AppendAsLeader appends a producer's batch, stamped with the leader epoch,
 // and returns its offsets. Followers are woken to fetch it.
 func (p *Partition) AppendAsLeader(batch []byte) (first, last int64, err error) {
+	return p.AppendAsLeaderMinISR(batch, 0)
+}
+
+// AppendAsLeaderMinISR is AppendAsLeader for an acks=all produce under
+// min.insync.replicas (stage 04): while the ISR has fewer than minISR
+// members, the append is refused with ErrNotEnoughReplicas and nothing is
+// written. The check and the append happen under one lock, so no ISR change
+// slips between them (Kafka's appendRecordsToLeader holds its
+// leaderIsrUpdateLock the same way).
+func (p *Partition) AppendAsLeaderMinISR(batch []byte, minISR int) (first, last int64, err error) {
 	p.mu.RLock()
 	if p.role != Leader {
 		p.mu.RUnlock()
 		return 0, 0, ErrNotLeader
+	}
+	if len(p.isr) < minISR {
+		n := len(p.isr)
+		p.mu.RUnlock()
+		return 0, 0, fmt.Errorf("%w: %d in sync, min.insync.replicas is %d", ErrNotEnoughReplicas, n, minISR)
 	}
 	// Appending under the read lock keeps a leader change (which takes
 	// the write lock) from interleaving with the append. Like Kafka, every
@@ -294,29 +389,45 @@ func (p *Partition) AppendAsLeader(batch []byte) (first, last int64, err error) 
 	}
 	p.Appended.Notify()
 	p.mu.Lock()
-	p.maybeIncrementHWLocked() // a leader with no followers that count commits at once
+	advanced := p.maybeIncrementHWLocked() // a leader with no followers that count commits at once
 	p.mu.Unlock()
+	p.listener.Appended(p)
+	if advanced {
+		p.listener.HighWatermarkAdvanced(p)
+	}
 	return first, last, nil
 }
 
 // UpdateFollowerFetchState records a follower's fetch at fetchOffset: its
 // log end offset is the offset it asks for. The high watermark may advance.
 func (p *Partition) UpdateFollowerFetchState(id int32, fetchOffset int64, clientEpoch int32) error {
+	advanced, err := p.updateFollowerFetchState(id, fetchOffset, clientEpoch)
+	if err != nil {
+		return err
+	}
+	p.listener.FollowerFetched(p, id)
+	if advanced {
+		p.listener.HighWatermarkAdvanced(p)
+	}
+	return nil
+}
+
+func (p *Partition) updateFollowerFetchState(id int32, fetchOffset int64, clientEpoch int32) (advanced bool, err error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if err := p.checkLeaderLocked(clientEpoch); err != nil {
-		return err
+		return false, err
 	}
 	r, ok := p.remotes[id]
 	if !ok {
-		return fmt.Errorf("%w: broker %d, replicas %v", ErrUnknownReplica, id, p.replicas)
+		return false, fmt.Errorf("%w: broker %d, replicas %v", ErrUnknownReplica, id, p.replicas)
 	}
 	// The position is recorded only if the read can succeed (Kafka updates
 	// it after reading): a fetch outside the log says nothing true about
 	// the follower's log end.
 	now, leaderLEO, start := p.now(), p.Log.EndOffset(), p.Log.StartOffset()
 	if fetchOffset > leaderLEO || fetchOffset < start {
-		return fmt.Errorf("%w: follower %d fetches at %d, the leader holds [%d, %d]",
+		return false, fmt.Errorf("%w: follower %d fetches at %d, the leader holds [%d, %d]",
 			commitlog.ErrOffsetOutOfRange, id, fetchOffset, start, leaderLEO)
 	}
 	// Kafka's rule for "caught up": it fetched at the leader's end, or at
@@ -328,18 +439,18 @@ func (p *Partition) UpdateFollowerFetchState(id int32, fetchOffset int64, client
 		r.LastCaughtUpTime = r.LastFetchTime
 	}
 	r.LogEndOffset, r.LastFetchTime, r.lastFetchLeaderLEO = fetchOffset, now, leaderLEO
-	p.maybeIncrementHWLocked()
-	return nil
+	return p.maybeIncrementHWLocked(), nil
 }
 
 // maybeIncrementHWLocked recomputes the high watermark from the followers
-// that count and raises HWAdvanced if it moved.
-func (p *Partition) maybeIncrementHWLocked() {
+// that count, raises HWAdvanced if it moved, and reports whether it did
+// (the caller tells the listener once the lock is released).
+func (p *Partition) maybeIncrementHWLocked() bool {
 	if p.role != Leader {
-		return
+		return false
 	}
 	var leos []int64
-	for _, id := range p.quorum.Counted(p) {
+	for _, id := range p.quorum.Counted(p.localID, p.replicas, p.isr) {
 		if r, ok := p.remotes[id]; ok {
 			leos = append(leos, r.LogEndOffset)
 		} else {
@@ -349,7 +460,9 @@ func (p *Partition) maybeIncrementHWLocked() {
 	if hw := HighWatermark(p.Log.EndOffset(), leos); hw > p.highWatermark {
 		p.highWatermark = hw
 		p.HWAdvanced.Notify()
+		return true
 	}
+	return false
 }
 
 // CheckLeader checks that this broker leads at clientEpoch (-1: any).
@@ -372,7 +485,9 @@ func (p *Partition) EndOffsetForEpoch(epoch, clientEpoch int32) (int32, int64, e
 }
 
 // AppendAsFollower appends batches copied from the leader and takes the
-// leader's high watermark, bounded by its own log end. A partial batch at
+// leader's high watermark, bounded by its own log (Kafka's
+// updateHighWatermark): it may move back, if a new leader's is lower than
+// what this replica learned from the old one. A partial batch at
 // the end of records (the leader's read stops at its byte limit) is left for
 // the next fetch. It returns the new log end offset.
 func (p *Partition) AppendAsFollower(records []byte, leaderHW int64) (int64, error) {
@@ -397,11 +512,19 @@ func (p *Partition) AppendAsFollower(records []byte, leaderHW int64) (int64, err
 	}
 	leo := p.Log.EndOffset()
 	p.mu.Lock()
-	if hw := min(leaderHW, leo); hw > p.highWatermark {
-		p.highWatermark = hw
+	hw := max(min(leaderHW, leo), p.Log.StartOffset())
+	advanced := hw > p.highWatermark
+	p.highWatermark = hw
+	if advanced {
 		p.HWAdvanced.Notify()
 	}
 	p.mu.Unlock()
+	if len(whole) > 0 {
+		p.listener.Appended(p)
+	}
+	if advanced {
+		p.listener.HighWatermarkAdvanced(p)
+	}
 	return leo, nil
 }
 

@@ -36,7 +36,7 @@ func newTestPartition(t *testing.T, q Quorum, c *clock) *Partition {
 	l, err := commitlog.Open(filepath.Join(t.TempDir(), tp.String()), commitlog.DefaultConfig(), commitlog.Options{Logger: quiet})
 	require.NoError(t, err)
 	t.Cleanup(func() { l.Close() })
-	p, err := newPartition(&store.Partition{TopicPartition: tp, Log: l}, 0, 0, q, quiet, c.Now)
+	p, err := newPartition(&store.Partition{TopicPartition: tp, Log: l}, 0, 0, Options{Quorum: q, Listener: NopListener{}, Logger: quiet, Now: c.Now})
 	require.NoError(t, err)
 	return p
 }
@@ -84,7 +84,7 @@ func TestLeaderHighWatermarkWaitsForEveryReplicaAndNeverGoesBack(t *testing.T) {
 // noFollowers is a Quorum that counts nobody: stage 04's ISR of one.
 type noFollowers struct{}
 
-func (noFollowers) Counted(*Partition) []int32 { return nil }
+func (noFollowers) Counted(int32, []int32, []int32) []int32 { return nil }
 
 func TestQuorumDecidesWhoCountsForTheHighWatermark(t *testing.T) {
 	p := newTestPartition(t, noFollowers{}, newClock())

@@ -16,28 +16,48 @@ import (
 // which may advance the high watermark, and may read up to the leader's log
 // end. A consumer (replica_id -1) reads only below the high watermark, so it
 // never sees records that a leader change could still take back (§1.2).
-func (s *Server) fetchAPI() broker.API { return broker.FetchAPI(replicaSource{s}) }
+func (s *Server) fetchAPI() broker.API { return broker.FetchAPI(ReplicaSource{s}) }
 
-type replicaSource struct{ s *Server }
+// ReplicaSource is the replica-aware broker.FetchSource (and
+// FetchRecorder); stage 04 reuses it with its own FetchWaiter.
+type ReplicaSource struct{ s *Server }
 
-func (src replicaSource) ReadPartition(replicaID int32, topic string, fp *kmsg.FetchRequestTopicPartition, first bool, remaining *int64, out *protocol.FetchPartition) {
+// NewReplicaSource is the source reading s's replicas.
+func NewReplicaSource(s *Server) ReplicaSource { return ReplicaSource{s} }
+
+// RecordFetch records a follower's fetch position, once per fetch request
+// (broker.FetchRecorder): the offset it asks for is its log end offset, and
+// the leader's high watermark may advance. A consumer's fetch records
+// nothing.
+func (src ReplicaSource) RecordFetch(replicaID int32, topic string, fp *kmsg.FetchRequestTopicPartition, out *protocol.FetchPartition) {
+	if replicaID < 0 {
+		return
+	}
 	p, ok := src.s.Replicas.Partition(topic, fp.Partition)
 	if !ok {
 		out.ErrorCode = src.s.missingPartitionCode(topic, fp.Partition)
 		return
 	}
-	maxOffset := int64(math.MaxInt64) // a follower reads to the log end
-	if replicaID >= 0 {
-		if err := p.UpdateFollowerFetchState(replicaID, fp.FetchOffset, fp.CurrentLeaderEpoch); err != nil {
-			out.ErrorCode = replica.ErrorCode(err)
-			out.LogStartOffset = p.Log.StartOffset()
-			return
-		}
-	} else if err := p.CheckLeader(fp.CurrentLeaderEpoch); err != nil {
+	if err := p.UpdateFollowerFetchState(replicaID, fp.FetchOffset, fp.CurrentLeaderEpoch); err != nil {
+		out.ErrorCode = replica.ErrorCode(err)
+		out.LogStartOffset = p.Log.StartOffset() // a follower behind the log start starts over there
+	}
+}
+
+// ReadPartition reads one partition: to the log end for a follower, below
+// the high watermark for a consumer; leaders only.
+func (src ReplicaSource) ReadPartition(replicaID int32, topic string, fp *kmsg.FetchRequestTopicPartition, first bool, remaining *int64, out *protocol.FetchPartition) {
+	p, ok := src.s.Replicas.Partition(topic, fp.Partition)
+	if !ok {
+		out.ErrorCode = src.s.missingPartitionCode(topic, fp.Partition)
+		return
+	}
+	if err := p.CheckLeader(fp.CurrentLeaderEpoch); err != nil {
 		out.ErrorCode = replica.ErrorCode(err)
 		return
 	}
 	hw := p.HighWatermark()
+	maxOffset := int64(math.MaxInt64) // a follower reads to the log end
 	if replicaID < 0 {
 		maxOffset = hw
 	}
@@ -46,7 +66,7 @@ func (src replicaSource) ReadPartition(replicaID int32, topic string, fp *kmsg.F
 
 // Watch wakes a follower's long poll on appends and a consumer's when the
 // high watermark moves, since that is when each has more to read.
-func (src replicaSource) Watch(replicaID int32, topic string, partition int32, ch chan struct{}) func() {
+func (src ReplicaSource) Watch(replicaID int32, topic string, partition int32, ch chan struct{}) func() {
 	p, ok := src.s.Replicas.Partition(topic, partition)
 	if !ok {
 		return nil

@@ -4,7 +4,9 @@ import (
 	"context"
 	"log/slog"
 	"net"
+	"sync/atomic"
 
+	"github.com/kafkaworkbook/workbook/stage01-log/commitlog"
 	"github.com/kafkaworkbook/workbook/stage02-reactor/broker"
 	"github.com/kafkaworkbook/workbook/stage03-replication/replica"
 )
@@ -32,6 +34,9 @@ type Options struct {
 	// Quorum is which followers count for the high watermark; nil counts
 	// every replica (stage 04 passes the ISR).
 	Quorum replica.Quorum
+	// Listener is told of appends, high watermarks and state changes
+	// (replica.Listener); stage 04 completes its delayed requests there.
+	Listener replica.Listener
 }
 
 // Server is a broker that replicates: stage 02's broker with the handlers
@@ -48,21 +53,40 @@ func New(cfg Config, opts Options) (*Server, error) {
 		opts.Logger = slog.Default()
 	}
 	s := &Server{Metadata: newMetadataCache()}
+	var manager atomic.Pointer[replica.Manager]
 	var err error
-	s.Broker, err = broker.New(cfg.Broker, broker.Options{Logger: opts.Logger, BeforeClose: func() error {
-		if s.Replicas == nil { // New failed before the manager started
-			return nil
-		}
-		return s.Replicas.Close()
-	}})
+	s.Broker, err = broker.New(cfg.Broker, broker.Options{Logger: opts.Logger,
+		BeforeClose: func() error {
+			if s.Replicas == nil { // New failed before the manager started
+				return nil
+			}
+			return s.Replicas.Close()
+		},
+		// Retention never deletes past the high watermark, and the leader
+		// epoch cache forgets what retention deleted. The logs' retention
+		// goroutine starts before the replica manager exists: it reads the
+		// manager through an atomic pointer, and deletes nothing before.
+		RetentionLimit: func(tp commitlog.TopicPartition, l *commitlog.Log) int64 {
+			if m := manager.Load(); m != nil {
+				return m.RetentionLimit(tp, l)
+			}
+			return l.StartOffset()
+		},
+		StartOffsetAdvanced: func(tp commitlog.TopicPartition, l *commitlog.Log, start int64) {
+			if m := manager.Load(); m != nil {
+				m.StartOffsetAdvanced(tp, l, start)
+			}
+		},
+	})
 	if err != nil {
 		return nil, err
 	}
-	s.Replicas, err = replica.NewManager(cfg.Replica, s.Store(), replica.Options{Quorum: opts.Quorum, Logger: opts.Logger})
+	s.Replicas, err = replica.NewManager(cfg.Replica, s.Store(), replica.Options{Quorum: opts.Quorum, Listener: opts.Listener, Logger: opts.Logger})
 	if err != nil {
 		s.Broker.Shutdown(context.Background())
 		return nil, err
 	}
+	manager.Store(s.Replicas)
 	s.Unregister(19) // CreateTopics: the controller's job from stage 05
 	s.Unregister(20) // DeleteTopics: likewise
 	for _, api := range []broker.API{

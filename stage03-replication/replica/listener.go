@@ -1,0 +1,28 @@
+package replica
+
+// Listener learns of the changes to a partition that may let a waiting
+// request complete or the ISR change: stage 04 checks its purgatories
+// (Kafka's tryCompleteDelayedRequests) and its ISR rules there. Each method
+// runs after the change, with no lock held, on the goroutine that made it
+// (a request handler, a fetcher); it must be quick and must not block.
+type Listener interface {
+	// Appended: records were appended, as leader or as follower.
+	Appended(p *Partition)
+	// HighWatermarkAdvanced: the high watermark moved forward.
+	HighWatermarkAdvanced(p *Partition)
+	// FollowerFetched: the leader recorded a follower's fetch position
+	// (once per fetch request, when it is read).
+	FollowerFetched(p *Partition, follower int32)
+	// StateChanged: the partition became leader or follower, changed
+	// leader epoch or ISR, or stopped.
+	StateChanged(p *Partition)
+}
+
+// NopListener ignores everything: this stage's requests wait on the
+// partition's Signals instead.
+type NopListener struct{}
+
+func (NopListener) Appended(*Partition)               {}
+func (NopListener) HighWatermarkAdvanced(*Partition)  {}
+func (NopListener) FollowerFetched(*Partition, int32) {}
+func (NopListener) StateChanged(*Partition)           {}

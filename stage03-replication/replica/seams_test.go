@@ -1,0 +1,176 @@
+package replica
+
+import (
+	"path/filepath"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/kafkaworkbook/workbook/stage01-log/commitlog"
+	"github.com/kafkaworkbook/workbook/stage02-reactor/store"
+)
+
+// The seams stage 04 builds on, each tested here where the code lives.
+
+// inSyncOnly counts the ISR, as stage 04 does.
+type inSyncOnly struct{}
+
+func (inSyncOnly) Counted(local int32, _, isr []int32) []int32 {
+	return slices.DeleteFunc(slices.Clone(isr), func(id int32) bool { return id == local })
+}
+
+// recorder is a Listener that reads the partition back from inside each
+// call, which deadlocks if a call is made with the partition's lock held.
+type recorder struct {
+	mu     sync.Mutex
+	events []string
+}
+
+func (r *recorder) add(p *Partition, what string) {
+	p.HighWatermark() // takes the read lock
+	p.LeaderView()
+	r.mu.Lock()
+	r.events = append(r.events, what)
+	r.mu.Unlock()
+}
+func (r *recorder) Appended(p *Partition)                 { r.add(p, "appended") }
+func (r *recorder) HighWatermarkAdvanced(p *Partition)    { r.add(p, "hw") }
+func (r *recorder) FollowerFetched(p *Partition, _ int32) { r.add(p, "fetched") }
+func (r *recorder) StateChanged(p *Partition)             { r.add(p, "state") }
+func (r *recorder) take() []string                        { defer func() { r.events = nil }(); return r.events }
+func newListenedPartition(t *testing.T, q Quorum, l Listener) *Partition {
+	tp := commitlog.TopicPartition{Topic: "t", Partition: 0}
+	lg, err := commitlog.Open(filepath.Join(t.TempDir(), tp.String()), commitlog.DefaultConfig(), commitlog.Options{Logger: quiet})
+	require.NoError(t, err)
+	t.Cleanup(func() { lg.Close() })
+	p, err := newPartition(&store.Partition{TopicPartition: tp, Log: lg}, 0, 0, Options{Quorum: q, Listener: l, Logger: quiet, Now: newClock().Now})
+	require.NoError(t, err)
+	return p
+}
+
+func TestListenerHearsOfEachChangeWithNoLockHeld(t *testing.T) {
+	rec := &recorder{}
+	p := newListenedPartition(t, AllReplicas{}, rec)
+	require.NoError(t, p.MakeLeader(leaderState(0, 0, 1)))
+	require.Equal(t, []string{"state"}, rec.take())
+	_, _, err := p.AppendAsLeader(batch(t, "a"))
+	require.NoError(t, err)
+	require.Equal(t, []string{"appended"}, rec.take(), "broker 1 has not fetched: no new high watermark")
+	require.NoError(t, p.UpdateFollowerFetchState(1, 1, -1))
+	require.Equal(t, []string{"fetched", "hw"}, rec.take())
+	p.Stop()
+	require.Equal(t, []string{"state"}, rec.take())
+}
+
+func TestUpdateISRMovesTheHighWatermarkAtOnce(t *testing.T) {
+	rec := &recorder{}
+	p := newListenedPartition(t, inSyncOnly{}, rec)
+	require.NoError(t, p.MakeLeader(LeaderAndIsrState{Leader: 0, LeaderEpoch: 2, PartitionEpoch: 5, Replicas: []int32{0, 1, 2}, ISR: []int32{0, 1, 2}}))
+	_, _, err := p.AppendAsLeader(batch(t, "a", "b"))
+	require.NoError(t, err)
+	require.NoError(t, p.UpdateFollowerFetchState(1, 2, -1))
+	require.Zero(t, p.HighWatermark(), "broker 2 is in the ISR and has nothing")
+	rec.take()
+
+	require.False(t, p.UpdateISR(1, 5, []int32{0, 1}, 6), "an older leader epoch")
+	require.False(t, p.UpdateISR(2, 4, []int32{0, 1}, 6), "computed from an older state")
+	require.True(t, p.UpdateISR(2, 5, []int32{0, 1}, 6))
+	require.Equal(t, int64(2), p.HighWatermark(), "the slow follower left: committed at once")
+	require.Equal(t, []string{"state", "hw"}, rec.take())
+	v, ok := p.LeaderView()
+	require.True(t, ok)
+	require.Equal(t, []int32{0, 1}, v.ISR)
+	require.EqualValues(t, 6, v.PartitionEpoch)
+	require.False(t, p.UpdateISR(2, 5, []int32{0}, 7), "the state moved on to epoch 6")
+}
+
+func TestAppendUnderMinISRWritesNothing(t *testing.T) {
+	p := newListenedPartition(t, inSyncOnly{}, NopListener{})
+	require.NoError(t, p.MakeLeader(LeaderAndIsrState{Leader: 0, LeaderEpoch: 0, Replicas: []int32{0, 1, 2}, ISR: []int32{0}}))
+	_, _, err := p.AppendAsLeaderMinISR(batch(t, "a"), 2)
+	require.ErrorIs(t, err, ErrNotEnoughReplicas)
+	require.EqualValues(t, 19, ErrorCode(err), "NOT_ENOUGH_REPLICAS")
+	require.Zero(t, p.Log.EndOffset())
+	_, _, err = p.AppendAsLeaderMinISR(batch(t, "a"), 1)
+	require.NoError(t, err)
+}
+
+func TestFollowerHighWatermarkFollowsTheLeaderEvenBackwards(t *testing.T) {
+	leader := newTestPartition(t, noFollowers{}, newClock())
+	require.NoError(t, leader.MakeLeader(leaderState(0, 0)))
+	var data []byte
+	for range 3 {
+		b := batch(t, "a", "b")
+		_, _, err := leader.AppendAsLeader(b)
+		require.NoError(t, err)
+		data = append(data, b...)
+	}
+	f := newTestPartition(t, AllReplicas{}, newClock())
+	require.NoError(t, f.MakeFollower(LeaderAndIsrState{Leader: 1, LeaderEpoch: 0, Replicas: []int32{1, 0}}))
+	_, err := f.AppendAsFollower(data, 6)
+	require.NoError(t, err)
+	require.Equal(t, int64(6), f.HighWatermark())
+	// A new leader that had learned a lower high watermark: Kafka's
+	// follower takes it (updateHighWatermark), it does not keep its own.
+	_, err = f.AppendAsFollower(nil, 4)
+	require.NoError(t, err)
+	require.Equal(t, int64(4), f.HighWatermark())
+	_, err = f.AppendAsFollower(nil, 99)
+	require.NoError(t, err)
+	require.Equal(t, int64(6), f.HighWatermark(), "never past its own log end")
+}
+
+func TestRetentionStopsAtTheHighWatermarkAndTrimsTheEpochCache(t *testing.T) {
+	dir := t.TempDir()
+	var m *Manager
+	cfg := commitlog.DefaultManagerConfig()
+	cfg.Log.SegmentBytes = 1024
+	cfg.Log.RetentionBytes = 0
+	cfg.Log.FileDeleteDelay = time.Millisecond
+	cfg.RetentionCheckInterval = time.Hour // the test runs retention itself
+	st, err := store.Open(dir, 0, cfg, store.Options{Logger: quiet,
+		RetentionLimit:      func(tp commitlog.TopicPartition, l *commitlog.Log) int64 { return m.RetentionLimit(tp, l) },
+		StartOffsetAdvanced: func(tp commitlog.TopicPartition, l *commitlog.Log, start int64) { m.StartOffsetAdvanced(tp, l, start) }})
+	require.NoError(t, err)
+	t.Cleanup(func() { st.Close() })
+	m, err = NewManager(Config{BrokerID: 0, HighWatermarkCheckpointInterval: time.Hour}, st, Options{Logger: quiet})
+	require.NoError(t, err)
+	t.Cleanup(func() { m.Close() })
+
+	tp := commitlog.TopicPartition{Topic: "t", Partition: 0}
+	state := LeaderAndIsrState{Leader: 0, Replicas: []int32{0, 1}, ISR: []int32{0, 1}}
+	_, err = m.LeaderAndIsr(0, map[commitlog.TopicPartition]LeaderAndIsrState{tp: state}, nil)
+	require.NoError(t, err)
+	p, _ := m.Partition("t", 0)
+	for epoch := range int32(3) {
+		if epoch > 0 {
+			state.LeaderEpoch = epoch
+			_, err = m.LeaderAndIsr(0, map[commitlog.TopicPartition]LeaderAndIsrState{tp: state}, nil)
+			require.NoError(t, err)
+		}
+		for range 20 {
+			_, _, err := p.AppendAsLeader(batch(t, string(make([]byte, 100))))
+			require.NoError(t, err)
+		}
+	}
+	require.Zero(t, p.HighWatermark(), "broker 1 never fetched")
+	_, err = st.DeleteOldSegments()
+	require.NoError(t, err)
+	require.Zero(t, p.Log.StartOffset(), "nothing uncommitted is deleted")
+
+	require.NoError(t, p.UpdateFollowerFetchState(1, 45, -1))
+	_, err = st.DeleteOldSegments()
+	require.NoError(t, err)
+	start := p.Log.StartOffset()
+	require.Positive(t, start)
+	require.LessOrEqual(t, start, int64(45), "retention stops at the high watermark")
+	// Epochs 0, 1 and 2 started at 0, 20 and 40: those that ended before
+	// the new start are forgotten, and the one holding it starts there.
+	entries := p.Epochs.Entries()
+	require.Equal(t, start, entries[0].StartOffset)
+	require.Equal(t, int32(start/20), entries[0].Epoch)
+	require.Equal(t, int32(2), entries[len(entries)-1].Epoch)
+}
