@@ -1,0 +1,181 @@
+package isr
+
+import (
+	"errors"
+	"log/slog"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/kafkaworkbook/workbook/stage01-log/commitlog"
+	"github.com/kafkaworkbook/workbook/stage03-replication/replica"
+)
+
+// Options are the parts of a Manager that are not Kafka configuration.
+type Options struct {
+	Logger *slog.Logger     // slog.Default if nil
+	Now    func() time.Time // time.Now if nil; must be the partitions' clock
+}
+
+// Manager keeps the ISR of every partition this broker leads (Kafka's
+// Partition.maybeShrinkIsr and maybeExpandIsr, and the ReplicaManager task
+// that runs the first every replica.lag.time.max.ms / 2):
+//
+//   - Shrink, on a timer, removes the followers that have not caught up for
+//     replica.lag.time.max.ms (OutOfSync);
+//   - MaybeExpand, after each follower fetch, adds a follower that has
+//     reached the high watermark and the start of the leader's epoch
+//     (CanJoin).
+//
+// Each change is written to the StateStore first, conditional on the
+// partition epoch (the state's version) the leader holds, and installed in
+// the partition only if the write succeeded; then the controller is
+// notified. A write that finds another version means the controller
+// changed the state meanwhile: the leader stops changing that partition's
+// ISR until the controller's LeaderAndIsr brings a new partition epoch, as
+// Kafka up to 2.6 does ("Cached zkVersion not equal to that in zookeeper,
+// skip updating ISR").
+type Manager struct {
+	brokerID int32
+	replicas *replica.Manager
+	store    StateStore
+	lagMax   time.Duration
+	logger   *slog.Logger
+	now      func() time.Time
+
+	// mu serializes ISR changes: a change reads the partition, writes the
+	// store and installs the result, and two at once would write from the
+	// same version and one would fail for nothing.
+	mu sync.Mutex
+	// fenced holds, for each partition whose write found a stale version,
+	// the partition epoch that failed. Protected by mu.
+	fenced map[commitlog.TopicPartition]int32
+
+	started   atomic.Bool
+	closeOnce sync.Once
+	stop      chan struct{}
+	done      chan struct{} // closed when the shrink loop has ended
+}
+
+// NewManager returns a manager for the partitions of replicas; Start runs
+// its periodic shrink.
+func NewManager(brokerID int32, replicas *replica.Manager, store StateStore, lagMax time.Duration, opts Options) *Manager {
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	return &Manager{brokerID: brokerID, replicas: replicas, store: store, lagMax: lagMax,
+		logger: opts.Logger.With("component", "isr"), now: opts.Now,
+		fenced: map[commitlog.TopicPartition]int32{}, stop: make(chan struct{}), done: make(chan struct{})}
+}
+
+// Start checks every replica.lag.time.max.ms / 2 for followers to remove
+// (Kafka's isr-expiration task), so a follower leaves between lagMax and
+// 1.5 × lagMax after it last caught up.
+func (m *Manager) Start() {
+	m.started.Store(true)
+	go func() {
+		defer close(m.done)
+		t := time.NewTicker(max(m.lagMax/2, time.Millisecond))
+		defer t.Stop()
+		for {
+			select {
+			case <-m.stop:
+				return
+			case <-t.C:
+				m.Shrink()
+			}
+		}
+	}()
+}
+
+// Close stops the periodic shrink and waits for it.
+func (m *Manager) Close() {
+	m.closeOnce.Do(func() { close(m.stop) })
+	if m.started.Load() {
+		<-m.done
+	}
+}
+
+// Shrink removes the out-of-sync followers from the ISR of every partition
+// this broker leads. It returns the partitions it changed.
+func (m *Manager) Shrink() []commitlog.TopicPartition {
+	var changed []commitlog.TopicPartition
+	for _, p := range m.replicas.Partitions() {
+		v, ok := p.LeaderView()
+		if !ok {
+			continue
+		}
+		out := OutOfSync(m.brokerID, v.ISR, v.Followers, v.LogEndOffset, m.now(), m.lagMax)
+		if len(out) == 0 {
+			continue
+		}
+		m.logger.Info("shrinking the ISR: followers out of sync", "partition", p.TopicPartition, "out", out,
+			"lag_max", m.lagMax, "leader_log_end", v.LogEndOffset, "hw", v.HighWatermark)
+		if m.change(p, v, Without(v.ISR, out)) {
+			changed = append(changed, p.TopicPartition)
+		}
+	}
+	return changed
+}
+
+// MaybeExpand adds follower to p's ISR if it has caught up. It is called
+// after every follower fetch, so it returns quickly when there is nothing
+// to do.
+func (m *Manager) MaybeExpand(p *replica.Partition, follower int32) {
+	v, ok := p.LeaderView()
+	if !ok || slices.Contains(v.ISR, follower) || !slices.Contains(v.Replicas, follower) {
+		return
+	}
+	f, ok := v.Followers[follower]
+	if !ok || !CanJoin(f.LogEndOffset, v.HighWatermark, v.EpochStartOffset) {
+		return
+	}
+	m.logger.Info("expanding the ISR: follower caught up", "partition", p.TopicPartition, "follower", follower,
+		"follower_log_end", f.LogEndOffset, "hw", v.HighWatermark)
+	m.change(p, v, With(v.ISR, follower))
+}
+
+// change writes isr as p's new ISR, computed from v, and installs it. It
+// reports whether the ISR changed.
+func (m *Manager) change(p *replica.Partition, v replica.LeaderView, isr []int32) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	tp := p.TopicPartition
+	if epoch, ok := m.fenced[tp]; ok {
+		if epoch == v.PartitionEpoch {
+			return false // waiting for the controller
+		}
+		delete(m.fenced, tp) // a new state came: try again
+	}
+	// Another change may have run since v was read: start from the
+	// partition as it is now, and give up if the change no longer applies.
+	now, ok := p.LeaderView()
+	if !ok || now.LeaderEpoch != v.LeaderEpoch || now.PartitionEpoch != v.PartitionEpoch {
+		return false
+	}
+	state := PartitionState{ControllerEpoch: v.ControllerEpoch, Leader: m.brokerID, LeaderEpoch: v.LeaderEpoch, ISR: isr}
+	version, err := m.store.UpdatePartitionState(tp, state, v.PartitionEpoch)
+	switch {
+	case errors.Is(err, ErrBadVersion):
+		m.fenced[tp] = v.PartitionEpoch
+		m.logger.Warn("the partition state changed under this leader; not changing the ISR until the controller says",
+			"partition", tp, "partition_epoch", v.PartitionEpoch, "err", err)
+		return false
+	case err != nil:
+		m.logger.Error("cannot write the ISR", "partition", tp, "err", err)
+		return false
+	}
+	if !p.UpdateISR(v.LeaderEpoch, v.PartitionEpoch, isr, version) {
+		// A LeaderAndIsr arrived between our write and now: its state is
+		// newer than ours, and wins.
+		return false
+	}
+	if err := m.store.NotifyIsrChange([]commitlog.TopicPartition{tp}); err != nil {
+		m.logger.Error("cannot notify the controller of an ISR change", "partition", tp, "err", err)
+	}
+	return true
+}

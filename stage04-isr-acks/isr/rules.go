@@ -1,0 +1,77 @@
+package isr
+
+import (
+	"slices"
+	"time"
+
+	"github.com/kafkaworkbook/workbook/stage03-replication/replica"
+)
+
+// The ISR rules, as pure functions of what the leader knows (Kafka's
+// Partition.getOutOfSyncReplicas and isFollowerInSync). The Manager applies
+// them; tests can check them without a cluster.
+
+// DefaultLagTimeMax is replica.lag.time.max.ms since Kafka 2.5 (KIP-537).
+// The seed's 10 s was the default before.
+const DefaultLagTimeMax = 30 * time.Second
+
+// OutOfSync returns the followers in isr that have fallen out of sync: a
+// follower whose log end offset differs from the leader's and that has not
+// caught up for longer than maxLag. A follower that keeps fetching but
+// never reaches the end (too slow for the produce rate) falls out as surely
+// as one that stopped: what counts is the last time it had everything, not
+// the last time it asked. The leader itself never leaves.
+func OutOfSync(leader int32, isr []int32, followers map[int32]replica.ReplicaState, leaderLEO int64, now time.Time, maxLag time.Duration) []int32 {
+	var out []int32
+	for _, id := range isr {
+		if id == leader {
+			continue
+		}
+		f, ok := followers[id]
+		if !ok {
+			continue // not a replica any more: the controller removes it
+		}
+		if f.LogEndOffset != leaderLEO && now.Sub(f.LastCaughtUpTime) > maxLag {
+			out = append(out, id)
+		}
+	}
+	return out
+}
+
+// CanJoin reports whether a follower outside the ISR may join it: its log
+// end offset has reached the high watermark (it has every committed
+// record) and the start of the leader's current epoch (it has truncated to
+// this leader's log, so nothing it holds can still diverge).
+func CanJoin(followerLEO, highWatermark, epochStartOffset int64) bool {
+	return followerLEO >= highWatermark && followerLEO >= epochStartOffset
+}
+
+// Without returns isr minus the ids in out, in isr's order.
+func Without(isr, out []int32) []int32 {
+	return slices.DeleteFunc(slices.Clone(isr), func(id int32) bool { return slices.Contains(out, id) })
+}
+
+// With returns isr plus id at the end: Kafka lists the ISR in the order
+// its members joined.
+func With(isr []int32, id int32) []int32 {
+	if slices.Contains(isr, id) {
+		return slices.Clone(isr)
+	}
+	return append(slices.Clone(isr), id)
+}
+
+// Quorum counts the in-sync replicas for the high watermark
+// (replica.Quorum): stage 03 counted every assigned replica, so one dead
+// follower stopped it; now a follower that leaves the ISR stops counting.
+type Quorum struct{}
+
+// Counted returns the ISR without the leader.
+func (Quorum) Counted(local int32, _, isr []int32) []int32 {
+	out := make([]int32, 0, len(isr))
+	for _, id := range isr {
+		if id != local {
+			out = append(out, id)
+		}
+	}
+	return out
+}

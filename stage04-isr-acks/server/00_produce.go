@@ -1,0 +1,119 @@
+package server
+
+import (
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kafkaworkbook/workbook/stage01-log/commitlog"
+	"github.com/kafkaworkbook/workbook/stage02-reactor/broker"
+	"github.com/kafkaworkbook/workbook/stage03-replication/replica"
+	"github.com/kafkaworkbook/workbook/stage03-replication/server"
+)
+
+// Produce (key 0), v3-v9: stage 03's replicated produce, with acks as
+// seed §1.4 and Kafka mean them:
+//
+//	acks=0    no response at all (the connection reads its next request)
+//	acks=1    answered once the leader has appended
+//	acks=all  answered once every ISR member has the batch: the high
+//	          watermark has passed it
+//
+// and min.insync.replicas (broker default, per-topic override) for
+// acks=all: with fewer ISR members, the batch is refused before it is
+// appended (NOT_ENOUGH_REPLICAS); if the ISR shrinks below it after the
+// append, the answer, once the high watermark passes the batch, is
+// NOT_ENOUGH_REPLICAS_AFTER_APPEND (the batch is in the log, but fewer
+// copies than asked for were made). acks=1 ignores min.insync.replicas, as
+// in Kafka. An acks=all produce waits in the produce purgatory
+// (DelayedProduce) for at most its timeout (then REQUEST_TIMED_OUT).
+func (s *Server) produceAPI() broker.API { return broker.ProduceAPI(appender{s}) }
+
+type appender struct{ s *Server }
+
+func (a appender) AppendRecords(r *broker.Request, acks int16, timeout time.Duration, parts []broker.ProducePartition, done func()) {
+	base := server.NewReplicaAppender(a.s.Server)
+	op := &delayedProduce{done: done}
+	var keys []commitlog.TopicPartition
+	for _, part := range parts {
+		minISR := 0
+		if acks == -1 {
+			minISR = a.s.topics.get(part.Topic).MinInsyncReplicas
+		}
+		p, last, epoch := base.AppendPartition(part, minISR)
+		if p != nil && acks == -1 {
+			op.parts = append(op.parts, pendingPartition{p: p, out: part.Response,
+				required: last + 1, epoch: epoch, minISR: minISR})
+			keys = append(keys, p.TopicPartition)
+		}
+	}
+	if len(op.parts) == 0 {
+		done()
+		return
+	}
+	a.s.Produces.TryCompleteElseWatch(op, timeout, keys...)
+}
+
+// delayedProduce is Kafka's DelayedProduce: an acks=all produce waiting
+// for each of its partitions' high watermarks to pass its batch.
+type delayedProduce struct {
+	parts []pendingPartition
+	done  func()
+}
+
+// pendingPartition is one partition of a delayedProduce.
+type pendingPartition struct {
+	p        *replica.Partition
+	out      *kmsg.ProduceResponseTopicPartition
+	required int64 // the high watermark that acknowledges the batch: its last offset + 1
+	epoch    int32 // the leader epoch it was appended under
+	minISR   int
+	settled  bool // out holds the answer
+}
+
+// TryComplete settles each partition it can, as Kafka's
+// Partition.checkEnoughReplicasReachOffset: a lost leadership answers
+// NOT_LEADER_OR_FOLLOWER (even if this broker leads again at a newer
+// epoch, the batch may have been truncated away in between); a high
+// watermark past the batch answers success, or
+// NOT_ENOUGH_REPLICAS_AFTER_APPEND if the ISR is now below
+// min.insync.replicas. It is done when every partition is settled.
+func (d *delayedProduce) TryComplete() bool {
+	all := true
+	for i := range d.parts {
+		pp := &d.parts[i]
+		if pp.settled {
+			continue
+		}
+		v, leads := pp.p.LeaderView()
+		switch {
+		case !leads || v.LeaderEpoch != pp.epoch:
+			pp.out.ErrorCode, pp.settled = kerr.NotLeaderForPartition.Code, true
+		case v.HighWatermark >= pp.required && len(v.ISR) < pp.minISR:
+			pp.out.ErrorCode, pp.settled = kerr.NotEnoughReplicasAfterAppend.Code, true
+			msg := "the batch was appended, but the ISR shrank below min.insync.replicas before it was acknowledged"
+			pp.out.ErrorMessage = &msg
+		case v.HighWatermark >= pp.required:
+			pp.settled = true
+		default:
+			all = false
+		}
+	}
+	return all
+}
+
+// OnComplete answers: partitions not settled by the deadline (or at
+// shutdown) answer REQUEST_TIMED_OUT.
+func (d *delayedProduce) OnComplete() {
+	for i := range d.parts {
+		if pp := &d.parts[i]; !pp.settled {
+			pp.out.ErrorCode = kerr.RequestTimedOut.Code
+			msg := "the batch was not replicated to the ISR within the request's timeout"
+			pp.out.ErrorMessage = &msg
+		}
+	}
+	d.done()
+}
+
+func (d *delayedProduce) OnExpiration() {}

@@ -1,0 +1,136 @@
+package server
+
+import (
+	"fmt"
+	"log/slog"
+	"maps"
+	"math"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/kafkaworkbook/workbook/stage01-log/commitlog"
+	"github.com/kafkaworkbook/workbook/stage03-replication/server"
+	"github.com/kafkaworkbook/workbook/stage04-isr-acks/isr"
+)
+
+// The keys this stage adds, with Kafka's names and defaults.
+const (
+	// KeyLagTimeMax: how long a follower may go without catching up before
+	// the leader removes it from the ISR. 30000 since Kafka 2.5 (KIP-537);
+	// the seed's 10 s was the default before.
+	KeyLagTimeMax = "replica.lag.time.max.ms"
+	// KeyMinInsyncReplicas: the fewest ISR members with which an acks=all
+	// produce is accepted. Broker default and per-topic. Default 1.
+	KeyMinInsyncReplicas = "min.insync.replicas"
+	// KeyUncleanLeaderElection: whether the controller may elect a leader
+	// outside the ISR when no ISR member is alive (losing what only the
+	// ISR had). Broker default and per-topic. Default false since 0.11.
+	KeyUncleanLeaderElection = "unclean.leader.election.enable"
+)
+
+// Config is a stage 04 broker's configuration: stage 03's, and the ISR and
+// acks keys.
+type Config struct {
+	server.Config
+	LagTimeMax time.Duration
+	// Topic is the broker-wide default of the topic-level keys.
+	Topic TopicConfig
+}
+
+// TopicConfig holds the keys a topic may override.
+type TopicConfig struct {
+	MinInsyncReplicas     int
+	UncleanLeaderElection bool
+}
+
+// DefaultTopicConfig is Kafka's.
+func DefaultTopicConfig() TopicConfig { return TopicConfig{MinInsyncReplicas: 1} }
+
+// ParseConfig reads a broker's configuration; every key must be known.
+func ParseConfig(props map[string]string, logger *slog.Logger) (Config, error) {
+	base, err := server.ParseConfig(props, logger, KeyLagTimeMax, KeyMinInsyncReplicas, KeyUncleanLeaderElection)
+	if err != nil {
+		return Config{}, err
+	}
+	cfg := Config{Config: base, LagTimeMax: isr.DefaultLagTimeMax}
+	if raw, ok := props[KeyLagTimeMax]; ok {
+		ms, err := parseInt(KeyLagTimeMax, raw, 1)
+		if err != nil {
+			return cfg, err
+		}
+		cfg.LagTimeMax = time.Duration(ms) * time.Millisecond
+	}
+	cfg.Topic, err = ParseTopicConfig(DefaultTopicConfig(), props)
+	return cfg, err
+}
+
+// ParseTopicConfig reads the topic-level keys of props over base; other
+// keys are left to whoever reads them.
+func ParseTopicConfig(base TopicConfig, props map[string]string) (TopicConfig, error) {
+	out := base
+	if raw, ok := props[KeyMinInsyncReplicas]; ok {
+		n, err := parseInt(KeyMinInsyncReplicas, raw, 1)
+		if err != nil {
+			return base, err
+		}
+		out.MinInsyncReplicas = int(n)
+	}
+	if raw, ok := props[KeyUncleanLeaderElection]; ok {
+		b, err := strconv.ParseBool(raw)
+		if err != nil {
+			return base, &commitlog.ConfigError{Key: KeyUncleanLeaderElection, Value: raw, Reason: "not true or false"}
+		}
+		out.UncleanLeaderElection = b
+	}
+	return out, nil
+}
+
+func parseInt(key, raw string, lowest int64) (int64, error) {
+	n, err := strconv.ParseInt(raw, 10, 64)
+	if err != nil {
+		return 0, &commitlog.ConfigError{Key: key, Value: raw, Reason: "not a number"}
+	}
+	if n < lowest || n > math.MaxInt32 {
+		return 0, &commitlog.ConfigError{Key: key, Value: raw, Reason: fmt.Sprintf("value must be in [%d, %d]", lowest, math.MaxInt32)}
+	}
+	return n, nil
+}
+
+// topicConfigs holds each topic's overrides of the topic-level keys. In a
+// cluster they come from the controller (stage 05: /config/topics/<t> in
+// ZooKeeper); here the harness sets them.
+type topicConfigs struct {
+	mu        sync.RWMutex
+	defaults  TopicConfig
+	overrides map[string]TopicConfig // Protected by mu.
+}
+
+func (c *topicConfigs) get(topic string) TopicConfig {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	if t, ok := c.overrides[topic]; ok {
+		return t
+	}
+	return c.defaults
+}
+
+func (c *topicConfigs) set(topic string, props map[string]string) error {
+	for _, k := range slices.Sorted(maps.Keys(props)) {
+		if k != KeyMinInsyncReplicas && k != KeyUncleanLeaderElection {
+			return &commitlog.ConfigError{Key: k, Value: props[k], Reason: "not a topic-level key of this stage"}
+		}
+	}
+	t, err := ParseTopicConfig(c.defaults, props)
+	if err != nil {
+		return err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.overrides == nil {
+		c.overrides = map[string]TopicConfig{}
+	}
+	c.overrides[topic] = t
+	return nil
+}

@@ -1,0 +1,123 @@
+package server
+
+import (
+	"context"
+	"log/slog"
+
+	"github.com/kafkaworkbook/workbook/stage01-log/commitlog"
+	"github.com/kafkaworkbook/workbook/stage02-reactor/broker"
+	"github.com/kafkaworkbook/workbook/stage03-replication/replica"
+	"github.com/kafkaworkbook/workbook/stage03-replication/server"
+	"github.com/kafkaworkbook/workbook/stage04-isr-acks/isr"
+	"github.com/kafkaworkbook/workbook/stage04-isr-acks/purgatory"
+)
+
+// Options are the parts of a server that are not Kafka configuration.
+type Options struct {
+	Logger *slog.Logger // slog.Default if nil
+	// States is where leaders write their ISR changes: ZooKeeper in a
+	// real cluster (stage 05), an isr.MemoryStore shared with the test
+	// harness's controller here. Required.
+	States isr.StateStore
+}
+
+// Server is a stage 03 broker whose high watermark counts the ISR, whose
+// leaders keep the ISR, and whose waiting requests (acks=all produces,
+// long-poll fetches) wait in purgatories.
+type Server struct {
+	*server.Server
+	ISR *isr.Manager
+	// Produces holds acks=all produces until the high watermark passes
+	// their batches; Fetches holds fetches until they have min bytes.
+	// Both are keyed by partition.
+	Produces *purgatory.Purgatory[commitlog.TopicPartition]
+	Fetches  *purgatory.Purgatory[commitlog.TopicPartition]
+
+	cfg    Config
+	topics topicConfigs
+}
+
+// New builds a server; nothing listens until Start.
+func New(cfg Config, opts Options) (*Server, error) {
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	s := &Server{cfg: cfg, topics: topicConfigs{defaults: cfg.Topic},
+		Produces: purgatory.New[commitlog.TopicPartition]("Produce", purgatory.Options{}),
+		Fetches:  purgatory.New[commitlog.TopicPartition]("Fetch", purgatory.Options{})}
+	l := &listener{}
+	base, err := server.New(cfg.Config, server.Options{Logger: opts.Logger, Quorum: isr.Quorum{}, Listener: l})
+	if err != nil {
+		s.Produces.Shutdown()
+		s.Fetches.Shutdown()
+		return nil, err
+	}
+	s.Server = base
+	s.ISR = isr.NewManager(cfg.Replica.BrokerID, base.Replicas, opts.States, cfg.LagTimeMax, isr.Options{Logger: opts.Logger})
+	l.s = s // before Start: no partition exists yet, so nothing has called l
+	s.Register(s.produceAPI())
+	s.Register(broker.FetchAPIWith(server.NewReplicaSource(base), fetchWaiter{s}))
+	// The ISR shrinks on a timer from now on (it has nothing to do until
+	// LeaderAndIsr makes this broker a leader). Once the broker begins
+	// shutting down, every waiting request is answered at once, so that
+	// shutdown, which waits for in-flight requests, is not held up. This
+	// is done here, not in a Start of this type, so that whoever starts
+	// the embedded stage 03 server (the cluster harness) gets both.
+	s.ISR.Start()
+	go func() {
+		<-s.ShuttingDown()
+		s.ISR.Close()
+		s.Produces.Shutdown()
+		s.Fetches.Shutdown()
+	}()
+	return s, nil
+}
+
+// Shutdown stops the broker cleanly. Shutting down begins with answering
+// every waiting request (New arranged it), since the network layer waits
+// for in-flight requests; the base server's Shutdown does the rest.
+func (s *Server) Shutdown(ctx context.Context) error { return s.Server.Shutdown(ctx) }
+
+// SetTopicConfig sets a topic's overrides of min.insync.replicas and
+// unclean.leader.election.enable (what stage 05 reads from
+// /config/topics/<topic>).
+func (s *Server) SetTopicConfig(topic string, props map[string]string) error {
+	return s.topics.set(topic, props)
+}
+
+// TopicConfig is a topic's effective topic-level configuration.
+func (s *Server) TopicConfig(topic string) TopicConfig { return s.topics.get(topic) }
+
+// Config is the broker's configuration.
+func (s *Server) Config() Config { return s.cfg }
+
+// listener completes waiting requests and grows the ISR when a partition
+// changes (replica.Listener): Kafka's tryCompleteDelayedRequests after an
+// append, a new high watermark or a leader change, and maybeExpandIsr after
+// a follower fetch.
+type listener struct{ s *Server }
+
+var _ replica.Listener = (*listener)(nil)
+
+// Appended: followers' fetches parked at this leader may now have data.
+func (l *listener) Appended(p *replica.Partition) { l.s.Fetches.CheckAndComplete(p.TopicPartition) }
+
+// HighWatermarkAdvanced: acks=all produces may be acknowledged, and
+// consumers' fetches may read more.
+func (l *listener) HighWatermarkAdvanced(p *replica.Partition) {
+	l.s.Produces.CheckAndComplete(p.TopicPartition)
+	l.s.Fetches.CheckAndComplete(p.TopicPartition)
+}
+
+// FollowerFetched: the follower may have caught up enough to rejoin.
+func (l *listener) FollowerFetched(p *replica.Partition, follower int32) {
+	l.s.ISR.MaybeExpand(p, follower)
+}
+
+// StateChanged: a leader change answers waiting produces with
+// NOT_LEADER_OR_FOLLOWER and fetches with the new error; an ISR change may
+// decide a produce (NOT_ENOUGH_REPLICAS_AFTER_APPEND).
+func (l *listener) StateChanged(p *replica.Partition) {
+	l.s.Produces.CheckAndComplete(p.TopicPartition)
+	l.s.Fetches.CheckAndComplete(p.TopicPartition)
+}
