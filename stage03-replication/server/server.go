@@ -18,9 +18,11 @@ type Config struct {
 	Replica replica.Config
 }
 
-// ParseConfig reads a broker's configuration; every key must be known.
-func ParseConfig(props map[string]string, logger *slog.Logger) (Config, error) {
-	b, err := broker.ParseConfig(props, logger, replica.Keys()...)
+// ParseConfig reads a broker's configuration; every key must be known:
+// stage 02's, the replica.* keys, or one of extraKeys (a later stage's,
+// which it reads itself).
+func ParseConfig(props map[string]string, logger *slog.Logger, extraKeys ...string) (Config, error) {
+	b, err := broker.ParseConfig(props, logger, append(replica.Keys(), extraKeys...)...)
 	if err != nil {
 		return Config{}, err
 	}
