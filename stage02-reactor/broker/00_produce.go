@@ -3,6 +3,7 @@ package broker
 import (
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -28,50 +29,124 @@ import (
 // §1.4: acks=0 gets no response at all (on an error the connection is
 // closed, the only way to tell the client); acks=1 is answered once the
 // leader has appended; with one replica acks=all (-1) is the same as
-// acks=1 (stage 04 makes it wait for the ISR).
-var produceAPI = ProduceAPI(handleProduce)
+// acks=1 (stage 03 makes it wait for the high watermark).
+//
+// The handler holds what every stage shares: the acks check, the
+// response's skeleton and the answer as acks asks. The appends, and any
+// wait before the answer, belong to an Appender.
+var produceAPI = ProduceAPI(nil)
 
-// ProduceAPI is the Produce API with its versions and handle: stage 03
-// registers its replicated handler through it.
-func ProduceAPI(handle func(r *Request)) API {
-	return API{Key: 0, MinVersion: 3, MaxVersion: 9, AdvertiseV0: true, Handle: handle}
+// Appender appends a produce request's batches and says when the request
+// may be answered: Kafka's ReplicaManager.appendRecords, which takes the
+// timeout, the required acks, the batches by partition and a response
+// callback. This stage's single broker appends to its store (StoreAppender)
+// and is done at once; stage 03 appends as each partition's leader and, for
+// acks=-1, waits for the high watermark; stage 04 parks that wait in a
+// purgatory (DelayedProduce) and checks min.insync.replicas.
+type Appender interface {
+	// AppendRecords appends each partition's batch (parts[i].Request),
+	// fills its response entry (parts[i].Response: error code and
+	// message, base offset, log start offset), and calls done exactly
+	// once, when the request may be answered as acks asks. acks is 0, 1
+	// or -1 (the handler refuses the others without calling it).
+	//
+	// With acks 0 and 1, done is called at once, before AppendRecords
+	// returns. With acks=-1 it may be called later, from another
+	// goroutine, when the batches are committed, when timeout has passed
+	// (REQUEST_TIMED_OUT) or at shutdown (r.Broker.ShuttingDown);
+	// AppendRecords must not block for that wait, since it runs on a
+	// RequestHandlerPool goroutine (wait with Broker.Delay or in a
+	// purgatory). done must be called even if the producer's connection
+	// closed (r.Done): the network layer drops the answer.
+	//
+	// The batches are appended before AppendRecords returns: only the
+	// wait may outlive it (the request's bytes are released to the memory
+	// pool, queued.max.request.bytes, when the handler returns). The
+	// Response entries are the appender's until it calls done; after
+	// done the handler encodes them, and the appender must not touch
+	// them.
+	AppendRecords(r *Request, acks int16, timeout time.Duration, parts []ProducePartition, done func())
 }
 
-func handleProduce(r *Request) {
-	req := r.Body.(*kmsg.ProduceRequest)
-	b := r.Broker
-	resp := kmsg.NewPtrProduceResponse()
-	failed := false
-	validAcks := req.Acks == 0 || req.Acks == 1 || req.Acks == -1
+// ProducePartition is one partition of a produce request: its batch and
+// its entry in the response.
+type ProducePartition struct {
+	Topic    string
+	Request  *kmsg.ProduceRequestTopicPartition  // the batch: Partition, Records
+	Response *kmsg.ProduceResponseTopicPartition // pre-filled: BaseOffset, LogAppendTime, LogStartOffset -1
+}
 
-	for _, rt := range req.Topics {
-		st := kmsg.ProduceResponseTopic{Topic: rt.Topic}
-		for _, rp := range rt.Partitions {
-			sp := kmsg.ProduceResponseTopicPartition{Partition: rp.Partition, BaseOffset: -1, LogAppendTime: -1, LogStartOffset: -1}
-			if !validAcks {
-				sp.ErrorCode = kerrInvalidRequiredAcks
-			} else {
-				b.producePartition(rt.Topic, rp, &sp)
+// ProduceAPI is the Produce handler appending with a; nil means the
+// broker's own store (StoreAppender).
+func ProduceAPI(a Appender) API {
+	return API{Key: 0, MinVersion: 3, MaxVersion: 9, AdvertiseV0: true,
+		Handle: func(r *Request) {
+			app := a
+			if app == nil {
+				app = StoreAppender{r.Broker}
 			}
-			failed = failed || sp.ErrorCode != 0
-			st.Partitions = append(st.Partitions, sp)
-		}
-		resp.Topics = append(resp.Topics, st)
-	}
+			handleProduce(r, app)
+		}}
+}
 
-	if req.Acks == 0 {
-		if failed {
-			r.CloseConnection()
-		} else {
-			r.NoResponse()
+func handleProduce(r *Request, a Appender) {
+	req := r.Body.(*kmsg.ProduceRequest)
+	var refused int16 // as Kafka: an invalid acks refuses every partition, and nothing is appended
+	if req.Acks != 0 && req.Acks != 1 && req.Acks != -1 {
+		refused = kerrInvalidRequiredAcks
+	}
+	// The response's skeleton, and the parts pointing into it: its slices
+	// have their final length, so the pointers stay valid while the
+	// appender fills the entries.
+	resp := kmsg.NewPtrProduceResponse()
+	resp.Topics = make([]kmsg.ProduceResponseTopic, len(req.Topics))
+	var parts []ProducePartition
+	for i := range req.Topics {
+		rt, st := &req.Topics[i], &resp.Topics[i]
+		st.Topic = rt.Topic
+		st.Partitions = make([]kmsg.ProduceResponseTopicPartition, len(rt.Partitions))
+		for j := range rt.Partitions {
+			rp, sp := &rt.Partitions[j], &st.Partitions[j]
+			*sp = kmsg.ProduceResponseTopicPartition{Partition: rp.Partition, ErrorCode: refused, BaseOffset: -1, LogAppendTime: -1, LogStartOffset: -1}
+			parts = append(parts, ProducePartition{Topic: rt.Topic, Request: rp, Response: sp})
 		}
+	}
+	if refused != 0 {
+		r.Respond(resp) // acks is not 0: the client waits for this answer
 		return
 	}
-	r.Respond(resp)
+	acks := req.Acks
+	a.AppendRecords(r, acks, time.Duration(req.TimeoutMillis)*time.Millisecond, parts, func() {
+		if acks != 0 {
+			r.Respond(resp)
+			return
+		}
+		for _, p := range parts {
+			if p.Response.ErrorCode != 0 {
+				r.CloseConnection()
+				return
+			}
+		}
+		r.NoResponse()
+	})
 }
 
-// producePartition validates and appends one partition's batch.
-func (b *Broker) producePartition(topic string, rp kmsg.ProduceRequestTopicPartition, sp *kmsg.ProduceResponseTopicPartition) {
+// StoreAppender appends to a single broker's store: every partition is led
+// here at epoch 0 and has one replica, so it answers every acks, -1
+// included, as soon as the batches are appended.
+type StoreAppender struct{ Broker *Broker }
+
+// AppendRecords validates and appends each partition's batch, then calls
+// done.
+func (a StoreAppender) AppendRecords(_ *Request, _ int16, _ time.Duration, parts []ProducePartition, done func()) {
+	for _, p := range parts {
+		a.Broker.appendPartition(p.Topic, p.Request, p.Response)
+	}
+	done()
+}
+
+// appendPartition validates and appends one partition's batch.
+func (b *Broker) appendPartition(topic string, rp *kmsg.ProduceRequestTopicPartition, sp *kmsg.ProduceResponseTopicPartition) {
 	p, code := b.store.Lookup(topic, rp.Partition)
 	if code != 0 {
 		sp.ErrorCode = code

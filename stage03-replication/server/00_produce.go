@@ -11,15 +11,40 @@ import (
 	"github.com/kafkaworkbook/workbook/stage03-replication/replica"
 )
 
-// Produce (key 0), v3-v9, as in stage 02 but replicated: only a partition's
-// leader appends (others answer NOT_LEADER_OR_FOLLOWER, and the client
-// refreshes its metadata and finds the leader), batches are stamped with the
-// leader epoch, and acks=all (-1) is answered only when the high watermark
-// has passed the batch: every replica that counts has it (§1.4). That wait
-// is bounded by the request's timeout (REQUEST_TIMED_OUT after it); stage 04
+// Produce (key 0), v3-v9: stage 02's handler (the acks check, the
+// response, acks=0) over a replicating Appender. Only a partition's leader
+// appends (others answer NOT_LEADER_OR_FOLLOWER, and the client refreshes
+// its metadata and finds the leader), batches are stamped with the leader
+// epoch, and acks=all (-1) is answered only when the high watermark has
+// passed the batch: every replica that counts has it (§1.4). That wait is
+// bounded by the request's timeout (REQUEST_TIMED_OUT after it); stage 04
 // makes it a purgatory over the ISR.
-func (s *Server) produceAPI() broker.API {
-	return broker.ProduceAPI(s.handleProduce)
+func (s *Server) produceAPI() broker.API { return broker.ProduceAPI(NewReplicaAppender(s)) }
+
+// ReplicaAppender is the replicating broker.Appender: leaders append, and
+// acks=all waits for the high watermark. Stage 04 reuses its
+// AppendPartition and waits in a purgatory instead.
+type ReplicaAppender struct{ s *Server }
+
+// NewReplicaAppender is the appender to s's replicas.
+func NewReplicaAppender(s *Server) ReplicaAppender { return ReplicaAppender{s} }
+
+// AppendRecords appends each batch as its partition's leader. With acks 0
+// and 1 it is done at once; with acks=all it waits, off the handler pool,
+// for the high watermark (awaitReplication).
+func (a ReplicaAppender) AppendRecords(r *broker.Request, acks int16, timeout time.Duration, parts []broker.ProducePartition, done func()) {
+	var waiting []awaitingHW
+	for _, part := range parts {
+		p, last, epoch := a.AppendPartition(part, 0)
+		if p != nil && acks == -1 {
+			waiting = append(waiting, awaitingHW{p: p, out: part.Response, last: last, epoch: epoch})
+		}
+	}
+	if len(waiting) == 0 {
+		done()
+		return
+	}
+	a.s.awaitReplication(r, waiting, timeout, done)
 }
 
 // awaitingHW is a partition of an acks=all produce waiting for replication.
@@ -30,49 +55,15 @@ type awaitingHW struct {
 	epoch int32 // the leader epoch it was appended under
 }
 
-func (s *Server) handleProduce(r *broker.Request) {
-	req := r.Body.(*kmsg.ProduceRequest)
-	resp := kmsg.NewPtrProduceResponse()
-	validAcks := req.Acks == 0 || req.Acks == 1 || req.Acks == -1
-	failed := false
-	for _, rt := range req.Topics {
-		resp.Topics = append(resp.Topics, kmsg.ProduceResponseTopic{Topic: rt.Topic})
-	}
-	var waiting []awaitingHW
-	for i, rt := range req.Topics {
-		st := &resp.Topics[i]
-		for _, rp := range rt.Partitions {
-			st.Partitions = append(st.Partitions, kmsg.ProduceResponseTopicPartition{
-				Partition: rp.Partition, BaseOffset: -1, LogAppendTime: -1, LogStartOffset: -1})
-		}
-		for j, rp := range rt.Partitions {
-			out := &st.Partitions[j]
-			if !validAcks {
-				out.ErrorCode = kerr.InvalidRequiredAcks.Code
-				failed = true
-				continue
-			}
-			p, last, epoch := s.appendPartition(rt.Topic, rp, out)
-			if out.ErrorCode != 0 {
-				failed = true
-			} else if req.Acks == -1 {
-				waiting = append(waiting, awaitingHW{p: p, out: out, last: last, epoch: epoch})
-			}
-		}
-	}
-	switch {
-	case req.Acks == 0 && failed:
-		r.CloseConnection()
-	case req.Acks == 0:
-		r.NoResponse()
-	case len(waiting) == 0:
-		r.Respond(resp)
-	default:
-		s.awaitReplication(r, resp, waiting, time.Duration(req.TimeoutMillis)*time.Millisecond)
-	}
-}
-
-func (s *Server) appendPartition(topic string, rp kmsg.ProduceRequestTopicPartition, out *kmsg.ProduceResponseTopicPartition) (p *replica.Partition, last int64, epoch int32) {
+// AppendPartition appends one partition's batch as its leader and fills
+// its response entry. It returns what a wait for replication needs: the
+// partition, the last offset appended and the leader epoch it was appended
+// under; p is nil if nothing was appended (the entry's error code says
+// why). minISR > 0 refuses the batch while the ISR is smaller
+// (NOT_ENOUGH_REPLICAS, stage 04's min.insync.replicas); this stage passes
+// 0.
+func (a ReplicaAppender) AppendPartition(part broker.ProducePartition, minISR int) (p *replica.Partition, last int64, epoch int32) {
+	s, topic, rp, out := a.s, part.Topic, part.Request, part.Response
 	p, ok := s.Replicas.Partition(topic, rp.Partition)
 	if !ok {
 		out.ErrorCode = s.missingPartitionCode(topic, rp.Partition)
@@ -89,7 +80,7 @@ func (s *Server) appendPartition(topic string, rp kmsg.ProduceRequestTopicPartit
 		return nil, 0, 0
 	}
 	_, epoch = p.Leader()
-	first, last, err := p.AppendAsLeader(rp.Records)
+	first, last, err := p.AppendAsLeaderMinISR(rp.Records, minISR)
 	if err != nil {
 		if out.ErrorCode = replica.ErrorCode(err); out.ErrorCode != kerr.NotLeaderForPartition.Code {
 			s.AppendFailed(p.TopicPartition, err) // counted and logged at the right level
@@ -109,20 +100,19 @@ func (s *Server) missingPartitionCode(topic string, partition int32) int16 {
 	return kerr.UnknownTopicOrPartition.Code
 }
 
-// awaitReplication answers once every partition's high watermark has
-// passed its batch, a partition lost its leadership, the timeout expired, or
-// the broker is shutting down; it gives up without answering when the
-// producer's connection closes.
-func (s *Server) awaitReplication(r *broker.Request, resp *kmsg.ProduceResponse, waiting []awaitingHW, timeout time.Duration) {
+// awaitReplication calls done once every partition's high watermark has
+// passed its batch, a partition lost its leadership, the timeout expired,
+// the broker is shutting down, or the producer's connection closed.
+func (s *Server) awaitReplication(r *broker.Request, waiting []awaitingHW, timeout time.Duration, done func()) {
 	wake := make(chan struct{}, 1)
 	for _, w := range waiting {
 		w.p.HWAdvanced.Watch(wake)
 	}
-	// done reports whether every partition is settled, settling the ones
-	// whose leadership changed with NOT_LEADER_OR_FOLLOWER: even if this
-	// broker leads again at a newer epoch, the batch may have been
+	// settled reports whether every partition is settled, settling the
+	// ones whose leadership changed with NOT_LEADER_OR_FOLLOWER: even if
+	// this broker leads again at a newer epoch, the batch may have been
 	// truncated away in between.
-	done := func() bool {
+	settled := func() bool {
 		all := true
 		for _, w := range waiting {
 			_, epoch := w.p.Leader()
@@ -155,20 +145,24 @@ func (s *Server) awaitReplication(r *broker.Request, resp *kmsg.ProduceResponse,
 			}
 		}()
 	wait:
-		for !done() {
+		for !settled() {
 			select {
 			case <-wake:
 			case <-timer.C:
 				timedOut()
 				break wait
 			case <-gone:
-				return // the producer's connection closed: nobody to answer
+				// The producer's connection closed: nobody to answer.
+				// done is still called, as the Appender's contract asks
+				// (one way out for every wait); the network layer drops
+				// an answer to a closed connection.
+				break wait
 			case <-s.ShuttingDown():
 				timedOut()
 				break wait
 			}
 		}
-		r.Respond(resp)
+		done()
 	})
 }
 
