@@ -64,8 +64,9 @@ func (r *Request) NoResponse() { r.net.Respond(network.Response{NoResponse: true
 func (r *Request) CloseConnection() { r.net.Respond(network.Response{Close: true}) }
 
 // Register adds or replaces an API. Later stages build their broker from
-// this one by replacing handlers (Produce, Fetch, Metadata) and adding
-// their own. Call it before Start.
+// this one by registering this package's handlers over their own seams
+// (ProduceAPI, FetchAPI, ListOffsetsAPI), replacing others (Metadata) and
+// adding their own. Call it before Start.
 func (b *Broker) Register(api API) { b.apis[api.Key] = api }
 
 // Unregister removes an API; ApiVersions stops advertising it.

@@ -14,8 +14,15 @@
 // Each API lives in a file named after its key and starts with the versions
 // it serves and what they added. ApiVersions advertises exactly the API
 // table, so a later stage that registers a replacement handler (stage 03's
-// replica-aware Produce and Fetch) or a new API (OffsetForLeaderEpoch,
-// LeaderAndIsr) changes what clients see without touching this package.
+// Metadata) or a new API (OffsetForLeaderEpoch, LeaderAndIsr) changes what
+// clients see without touching this package.
+//
+// The handlers that every stage shares take a seam instead of being
+// replaced: Produce an Appender (Kafka's ReplicaManager.appendRecords),
+// Fetch a FetchSource, ListOffsets an OffsetSource. This stage's are the
+// store's (StoreAppender, StoreFetchSource, StoreOffsetSource); stage 03
+// plugs in replica-aware ones and keeps the request loops, the acks rules,
+// the long poll and the framing of this package.
 //
 // The store is a package of its own (package store): stage 03's replica
 // package builds replicas on its partitions without this package's network
