@@ -14,7 +14,9 @@ type Listener interface {
 	// (once per fetch request, when it is read).
 	FollowerFetched(p *Partition, follower int32)
 	// StateChanged: the partition became leader or follower, changed
-	// leader epoch or ISR, or stopped.
+	// leader epoch or ISR, or stopped; its high watermark may have moved
+	// too. For LeaderAndIsr and StopReplica the Manager calls it once it
+	// has released its own lock, since a listener may look partitions up.
 	StateChanged(p *Partition)
 }
 

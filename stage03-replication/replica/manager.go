@@ -136,6 +136,8 @@ func (m *Manager) checkControllerEpochLocked(epoch int32) error {
 // so), as Kafka does. leaders maps leader ids to "host:port". It returns an
 // error per partition, or ErrStaleController for the whole request.
 func (m *Manager) LeaderAndIsr(controllerEpoch int32, states map[commitlog.TopicPartition]LeaderAndIsrState, leaders map[int32]string) (map[commitlog.TopicPartition]error, error) {
+	var changed []*Partition
+	defer func() { m.tell(changed) }() // after the unlock below
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if err := m.checkControllerEpochLocked(controllerEpoch); err != nil {
@@ -165,6 +167,9 @@ func (m *Manager) LeaderAndIsr(controllerEpoch int32, states map[commitlog.Topic
 		}
 		if err != nil && oldFetch != nil {
 			m.addFetchLocked(tp, old.p, oldFetch.leaderID, old.epoch, oldFetch.addr)
+		}
+		if err == nil {
+			changed = append(changed, p)
 		}
 		results[tp] = err
 	}
@@ -202,6 +207,8 @@ func (m *Manager) partitionLocked(tp commitlog.TopicPartition, s LeaderAndIsrSta
 // StopReplica stops this broker's replicas of partitions, deleting their
 // logs if asked (when a partition moves away or its topic is deleted).
 func (m *Manager) StopReplica(controllerEpoch int32, tps []commitlog.TopicPartition, deleteLogs bool) (map[commitlog.TopicPartition]error, error) {
+	var changed []*Partition
+	defer func() { m.tell(changed) }() // after the unlock below
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if err := m.checkControllerEpochLocked(controllerEpoch); err != nil {
@@ -212,6 +219,7 @@ func (m *Manager) StopReplica(controllerEpoch int32, tps []commitlog.TopicPartit
 		m.removeFetchLocked(tp)
 		if p, ok := m.partitions[tp]; ok {
 			p.Stop()
+			changed = append(changed, p)
 		}
 		if deleteLogs {
 			delete(m.partitions, tp)
@@ -261,6 +269,14 @@ func (m *Manager) removeFetchLocked(tp commitlog.TopicPartition) {
 			f.shutdown()
 			delete(m.fetchers, id)
 		}
+	}
+}
+
+// tell tells the listener that the partitions changed state. Called with
+// no lock held: a listener may look partitions up.
+func (m *Manager) tell(changed []*Partition) {
+	for _, p := range changed {
+		m.opts.Listener.StateChanged(p)
 	}
 }
 

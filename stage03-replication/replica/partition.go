@@ -234,13 +234,9 @@ func (p *Partition) MakeLeader(s LeaderAndIsrState) error {
 		}
 	}
 	p.logger.Info("became leader", "epoch", s.LeaderEpoch, "replicas", s.Replicas, "isr", s.ISR, "log_end", p.Log.EndOffset(), "hw", p.highWatermark)
-	advanced := p.maybeIncrementHWLocked()
+	p.maybeIncrementHWLocked()
 	p.mu.Unlock()
-	p.listener.StateChanged(p)
-	if advanced {
-		p.listener.HighWatermarkAdvanced(p)
-	}
-	return nil
+	return nil // the Manager tells the listener (StateChanged) once it holds no lock
 }
 
 // MakeFollower makes this broker a follower of s.Leader at s.LeaderEpoch.
@@ -255,8 +251,7 @@ func (p *Partition) MakeFollower(s LeaderAndIsrState) error {
 	p.remotes = nil
 	p.logger.Info("became follower", "leader", s.Leader, "epoch", s.LeaderEpoch, "log_end", p.Log.EndOffset(), "hw", p.highWatermark)
 	p.mu.Unlock()
-	p.listener.StateChanged(p)
-	return nil
+	return nil // the Manager tells the listener
 }
 
 // Stop forgets the partition's role (StopReplica).
@@ -265,7 +260,7 @@ func (p *Partition) Stop() {
 	p.role, p.remotes = None, nil
 	p.wakeWaitersLocked()
 	p.mu.Unlock()
-	p.listener.StateChanged(p)
+	// The Manager tells the listener.
 }
 
 // LeaderView is what a leader knows of its partition at one moment: the

@@ -55,14 +55,54 @@ func TestListenerHearsOfEachChangeWithNoLockHeld(t *testing.T) {
 	rec := &recorder{}
 	p := newListenedPartition(t, AllReplicas{}, rec)
 	require.NoError(t, p.MakeLeader(leaderState(0, 0, 1)))
-	require.Equal(t, []string{"state"}, rec.take())
+	require.Empty(t, rec.take(), "role changes are told by the Manager (TestManagerTellsStateChangesOutsideItsLock)")
 	_, _, err := p.AppendAsLeader(batch(t, "a"))
 	require.NoError(t, err)
 	require.Equal(t, []string{"appended"}, rec.take(), "broker 1 has not fetched: no new high watermark")
 	require.NoError(t, p.UpdateFollowerFetchState(1, 1, -1))
 	require.Equal(t, []string{"fetched", "hw"}, rec.take())
-	p.Stop()
-	require.Equal(t, []string{"state"}, rec.take())
+}
+
+// lookingUp is a Listener that, like stage 04's, looks partitions up in
+// the Manager when told of a state change: that deadlocks if the Manager
+// tells it while holding its own lock.
+type lookingUp struct {
+	NopListener
+	m       *Manager
+	changed chan commitlog.TopicPartition
+}
+
+func (l *lookingUp) StateChanged(p *Partition) {
+	l.m.Partition(p.TopicPartition.Topic, p.TopicPartition.Partition)
+	l.changed <- p.TopicPartition
+}
+
+func TestManagerTellsStateChangesOutsideItsLock(t *testing.T) {
+	st, err := store.Open(t.TempDir(), 0, commitlog.DefaultManagerConfig(), store.Options{Logger: quiet})
+	require.NoError(t, err)
+	t.Cleanup(func() { st.Close() })
+	l := &lookingUp{changed: make(chan commitlog.TopicPartition, 10)}
+	m, err := NewManager(Config{BrokerID: 0, HighWatermarkCheckpointInterval: time.Hour}, st, Options{Logger: quiet, Listener: l})
+	require.NoError(t, err)
+	l.m = m
+	t.Cleanup(func() { m.Close() })
+	tp := commitlog.TopicPartition{Topic: "t", Partition: 0}
+	done := make(chan error, 1)
+	go func() {
+		_, err := m.LeaderAndIsr(0, map[commitlog.TopicPartition]LeaderAndIsrState{tp: {Leader: 0, Replicas: []int32{0}, ISR: []int32{0}}}, nil)
+		if err == nil {
+			_, err = m.StopReplica(0, []commitlog.TopicPartition{tp}, false)
+		}
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		require.NoError(t, err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("deadlock: the Manager told the listener while holding its lock")
+	}
+	require.Equal(t, tp, <-l.changed, "became leader")
+	require.Equal(t, tp, <-l.changed, "stopped")
 }
 
 func TestUpdateISRMovesTheHighWatermarkAtOnce(t *testing.T) {
