@@ -151,3 +151,34 @@ func TestAcksAllTimesOutWhenTheISRCannotCatchUp(t *testing.T) {
 	require.Equal(t, kerr.RequestTimedOut.Code, code)
 	require.GreaterOrEqual(t, time.Since(start), 190*time.Millisecond)
 }
+
+// TestLeaderWithAStaleStateStopsChangingTheISR: the leader's ISR writes are
+// conditional on the state version it holds. When someone else has written
+// the state (a controller whose LeaderAndIsr has not arrived yet), the
+// leader's shrink fails, and it changes nothing more until the controller's
+// next LeaderAndIsr brings the new version; then it shrinks again.
+func TestLeaderWithAStaleStateStopsChangingTheISR(t *testing.T) {
+	tc := startCluster(t, nil)
+	path := isr.StatePath(tc.tp)
+	data, v, err := tc.States.Get(path)
+	require.NoError(t, err)
+	_, err = tc.States.Set(path, data, v) // the same state, one version on
+	require.NoError(t, err)
+	writes := len(tc.States.History(path))
+
+	tc.server(2).Replicas.PauseFetching(true)
+	code, _ := tc.produceRaw(0, 1, 10*time.Second, "broker 2 lacks this")
+	require.Zero(t, code)
+	require.Eventually(t, func() bool { return slices.Contains(tc.server(0).ISR.Fenced(), tc.tp) }, 20*time.Second, 10*time.Millisecond,
+		"the leader's shrink found a newer version")
+	require.Len(t, tc.States.History(path), writes, "and wrote nothing")
+	s, _ := tc.server(0).Replicas.Partition(tc.tp.Topic, tc.tp.Partition)
+	_, ok := s.LeaderView()
+	require.True(t, ok, "it still leads")
+
+	// The controller tells it the state as it is (a new leader epoch, the
+	// current version); the next shrink succeeds.
+	require.NoError(t, tc.Controller.ElectLeader(tc.tp, 0))
+	tc.waitISR(0, 1)
+	require.Empty(t, tc.server(0).ISR.Fenced())
+}

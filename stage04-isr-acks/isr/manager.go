@@ -100,6 +100,19 @@ func (m *Manager) Close() {
 	}
 }
 
+// Fenced lists the partitions whose last ISR write found a newer state
+// than the leader's, and that wait for the controller's LeaderAndIsr.
+func (m *Manager) Fenced() []commitlog.TopicPartition {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := make([]commitlog.TopicPartition, 0, len(m.fenced))
+	for tp := range m.fenced {
+		out = append(out, tp)
+	}
+	slices.SortFunc(out, func(a, b commitlog.TopicPartition) int { return a.Compare(b) })
+	return out
+}
+
 // Shrink removes the out-of-sync followers from the ISR of every partition
 // this broker leads. It returns the partitions it changed.
 func (m *Manager) Shrink() []commitlog.TopicPartition {
