@@ -26,9 +26,21 @@ type Options struct {
 	// address survives a restart (for a demo's kcat); 0 lets the kernel pick.
 	BasePort int
 	// Quorum for the brokers' high watermarks; nil counts every replica.
+	// Only the default NewServer uses it.
 	Quorum replica.Quorum
 	// Logger; slog.Default if nil.
 	Logger *slog.Logger
+
+	// The seams below let stage 04 reuse this harness; nil keeps stage 03's
+	// behaviour.
+
+	// NewServer builds a broker from its Kafka keys (the cluster's Props,
+	// and broker.id, listeners, log.dirs and replica.fetch.backoff.ms for
+	// that broker) and a logger that names it; StartBroker starts what it
+	// returns. nil: server.ParseConfig and server.New with Quorum. Stage 04
+	// builds its own broker, which embeds a *server.Server and reads keys
+	// stage 03's ParseConfig would refuse, and returns the embedded server.
+	NewServer func(props map[string]string, logger *slog.Logger) (*server.Server, error)
 }
 
 // Cluster is a set of brokers and the controller that directs them.
@@ -100,8 +112,9 @@ func (c *Cluster) Addrs() []string {
 	return out
 }
 
-// StartBroker starts broker id on a fresh port, on its log directory. It
-// holds no roles until the controller tells it (BrokerStarted).
+// StartBroker builds broker id with Options.NewServer and starts it on a
+// fresh port, on its log directory. It holds no roles until the controller
+// tells it (BrokerStarted).
 func (c *Cluster) StartBroker(id int32) error {
 	port := 0
 	if c.opts.BasePort != 0 {
@@ -117,11 +130,11 @@ func (c *Cluster) StartBroker(id int32) error {
 	for k, v := range c.opts.Props {
 		props[k] = v
 	}
-	cfg, err := server.ParseConfig(props, c.opts.Logger)
-	if err != nil {
-		return err
+	newServer := c.opts.NewServer
+	if newServer == nil {
+		newServer = c.newServer
 	}
-	s, err := server.New(cfg, server.Options{Logger: c.opts.Logger.With("broker", id), Quorum: c.opts.Quorum})
+	s, err := newServer(props, c.opts.Logger.With("broker", id))
 	if err != nil {
 		return fmt.Errorf("broker %d: %w", id, err)
 	}
@@ -132,6 +145,16 @@ func (c *Cluster) StartBroker(id int32) error {
 	c.brokers[id] = s
 	c.mu.Unlock()
 	return nil
+}
+
+// newServer is the NewServer of stage 03: its own broker, whose high
+// watermarks count Options.Quorum.
+func (c *Cluster) newServer(props map[string]string, logger *slog.Logger) (*server.Server, error) {
+	cfg, err := server.ParseConfig(props, logger)
+	if err != nil {
+		return nil, err
+	}
+	return server.New(cfg, server.Options{Logger: logger, Quorum: c.opts.Quorum})
 }
 
 // StopBroker shuts a broker down cleanly.
