@@ -41,6 +41,10 @@ type Options struct {
 	// builds its own broker, which embeds a *server.Server and reads keys
 	// stage 03's ParseConfig would refuse, and returns the embedded server.
 	NewServer func(props map[string]string, logger *slog.Logger) (*server.Server, error)
+	// States is where the controller keeps partition states (StateStore);
+	// nil: a MemoryStateStore of its own. Stage 04's leaders write their
+	// ISR changes to the same store.
+	States StateStore
 }
 
 // Cluster is a set of brokers and the controller that directs them.

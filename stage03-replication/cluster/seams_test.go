@@ -4,17 +4,23 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"slices"
+	"strconv"
 	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/kafkaworkbook/workbook/stage01-log/commitlog"
+	"github.com/kafkaworkbook/workbook/stage02-reactor/broker"
 	"github.com/kafkaworkbook/workbook/stage03-replication/cluster"
 	"github.com/kafkaworkbook/workbook/stage03-replication/server"
 )
 
-// The seams stage 04 plugs into this harness: Options.NewServer.
+// The seams stage 04 plugs into this harness: Options.NewServer (here),
+// Options.States and Controller.UpdateMetadata (states_test.go).
 
 func startClusterWith(t *testing.T, n int, opts cluster.Options) *testCluster {
 	t.Helper()
@@ -23,6 +29,100 @@ func startClusterWith(t *testing.T, n int, opts cluster.Options) *testCluster {
 	require.NoError(t, err)
 	t.Cleanup(func() { c.Close() })
 	return &testCluster{Cluster: c, t: t}
+}
+
+// told is one partition state a broker received from the controller.
+type told struct {
+	API         string // "LeaderAndIsr" or "UpdateMetadata"
+	Broker      int32
+	TP          commitlog.TopicPartition
+	Leader      int32
+	LeaderEpoch int32
+	ISR         []int32
+	ZKVersion   int32
+}
+
+// requestLog records the partition states the controller's LeaderAndIsr
+// and UpdateMetadata requests carry, as the brokers receive them.
+type requestLog struct {
+	mu   sync.Mutex
+	told []told // Protected by mu.
+}
+
+func (l *requestLog) add(t told) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.told = append(l.told, t)
+}
+
+// take returns, by broker, what was recorded for api, and forgets it.
+func (l *requestLog) take(api string) []told {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out, rest []told
+	for _, t := range l.told {
+		if t.API == api {
+			out = append(out, t)
+		} else {
+			rest = append(rest, t)
+		}
+	}
+	l.told = rest
+	slices.SortStableFunc(out, func(a, b told) int { return int(a.Broker - b.Broker) })
+	return out
+}
+
+// reset forgets everything recorded.
+func (l *requestLog) reset() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.told = nil
+}
+
+// recordingServers is a NewServer that builds stage 03's broker and wraps
+// its LeaderAndIsr and UpdateMetadata handlers to record into log.
+func recordingServers(log *requestLog) func(map[string]string, *slog.Logger) (*server.Server, error) {
+	return func(props map[string]string, logger *slog.Logger) (*server.Server, error) {
+		id, err := strconv.Atoi(props["broker.id"])
+		if err != nil {
+			return nil, err
+		}
+		cfg, err := server.ParseConfig(props, logger)
+		if err != nil {
+			return nil, err
+		}
+		s, err := server.New(cfg, server.Options{Logger: logger})
+		if err != nil {
+			return nil, err
+		}
+		for _, api := range s.APIs() {
+			handle := api.Handle
+			switch api.Key {
+			case 4:
+				api.Handle = func(r *broker.Request) {
+					for _, ts := range r.Body.(*kmsg.LeaderAndISRRequest).TopicStates {
+						for _, ps := range ts.PartitionStates {
+							log.add(told{"LeaderAndIsr", int32(id), tp(ts.Topic, ps.Partition), ps.Leader, ps.LeaderEpoch, ps.ISR, ps.ZKVersion})
+						}
+					}
+					handle(r)
+				}
+			case 6:
+				api.Handle = func(r *broker.Request) {
+					for _, ts := range r.Body.(*kmsg.UpdateMetadataRequest).TopicStates {
+						for _, ps := range ts.PartitionStates {
+							log.add(told{"UpdateMetadata", int32(id), tp(ts.Topic, ps.Partition), ps.Leader, ps.LeaderEpoch, ps.ISR, ps.ZKVersion})
+						}
+					}
+					handle(r)
+				}
+			default:
+				continue
+			}
+			s.Register(api)
+		}
+		return s, nil
+	}
 }
 
 // Stage 04's brokers read keys that stage 03's configuration refuses: its
