@@ -45,6 +45,15 @@ type Options struct {
 	// nil: a MemoryStateStore of its own. Stage 04's leaders write their
 	// ISR changes to the same store.
 	States StateStore
+	// Elect chooses a partition's leader and ISR after a failure
+	// (BrokerStopped) or a start (BrokerStarted), given its state as
+	// loaded and which brokers the controller believes live; leader -1
+	// leaves the partition offline. nil: FirstLiveReplica. Stage 04 passes
+	// Kafka's rule (the first live replica in the ISR; with
+	// unclean.leader.election.enable, the first live replica). The
+	// controller calls it without holding its locks; it must not call the
+	// Controller. ElectLeader, an explicit choice, does not use it.
+	Elect func(s PartitionState, live func(id int32) bool) (leader int32, isr []int32)
 }
 
 // Cluster is a set of brokers and the controller that directs them.

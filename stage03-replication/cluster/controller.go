@@ -42,11 +42,13 @@ const maxAttempts = 10
 // Like Kafka's controller, which handles one event at a time on its
 // controller-event-thread, it runs one method (CreateTopic, ElectLeader,
 // BrokerStopped, BrokerStarted, UpdateMetadata) at a time: each holds
-// events throughout, and calls the StateStore with events held and mu not
-// held.
+// events throughout, and calls the StateStore and the election policy with
+// events held and mu not held.
 type Controller struct {
 	c      *Cluster
 	states StateStore // where partition states live (Options.States)
+	// elect picks a leader after a failure or a start (Options.Elect).
+	elect func(s PartitionState, live func(id int32) bool) (int32, []int32)
 
 	events sync.Mutex // one controller method at a time; taken before mu
 
@@ -66,11 +68,14 @@ type Controller struct {
 }
 
 func newController(c *Cluster) *Controller {
-	ct := &Controller{c: c, states: c.opts.States, Epoch: 1,
+	ct := &Controller{c: c, states: c.opts.States, elect: c.opts.Elect, Epoch: 1,
 		partitions: map[commitlog.TopicPartition]*PartitionState{},
 		clients:    map[int32]*protocol.Client{}, live: map[int32]string{}}
 	if ct.states == nil {
 		ct.states = NewMemoryStateStore()
+	}
+	if ct.elect == nil {
+		ct.elect = FirstLiveReplica
 	}
 	return ct
 }
@@ -120,8 +125,9 @@ func (ct *Controller) CreateTopic(topic string, partitions, replicationFactor in
 	return errors.Join(append(errs, ct.send(tps))...)
 }
 
-// ElectLeader makes broker leader of tp at the next leader epoch and tells
-// the partition's running replicas and every broker's metadata.
+// ElectLeader makes broker leader of tp at the next leader epoch, an
+// explicit choice that bypasses the election policy, and tells the
+// partition's running replicas and every broker's metadata.
 func (ct *Controller) ElectLeader(tp commitlog.TopicPartition, leader int32) error {
 	ct.events.Lock()
 	defer ct.events.Unlock()
@@ -139,9 +145,10 @@ func (ct *Controller) ElectLeader(tp commitlog.TopicPartition, leader int32) err
 	return ct.send([]commitlog.TopicPartition{tp})
 }
 
-// BrokerStopped elects a new leader (FirstLiveReplica) for every partition
-// the stopped broker led, and tells the others. Where no replica is
-// running, the partition goes offline: leader -1, at the next leader epoch.
+// BrokerStopped elects, with the election policy (Options.Elect), a new
+// leader for every partition the stopped broker led, and tells the others.
+// Where the policy finds none (by default: no replica is running), the
+// partition goes offline: leader -1, at the next leader epoch.
 func (ct *Controller) BrokerStopped(id int32) error {
 	ct.events.Lock()
 	defer ct.events.Unlock()
@@ -157,7 +164,11 @@ func (ct *Controller) BrokerStopped(id int32) error {
 			if s.Leader != id {
 				return false, nil
 			}
-			s.Leader, s.ISR = FirstLiveReplica(*s, live)
+			leader, isr, err := ct.electLeader(*s, live)
+			if err != nil {
+				return false, err
+			}
+			s.Leader, s.ISR = leader, isr
 			s.LeaderEpoch++
 			return true, nil
 		})
@@ -173,8 +184,9 @@ func (ct *Controller) BrokerStopped(id int32) error {
 
 // BrokerStarted tells a (re)started broker its roles for every partition
 // it holds a replica of, and every broker the new metadata. A partition
-// without a leader gets one (FirstLiveReplica: this broker, as the
-// partition went offline when none was running).
+// without a leader gets one from the election policy (by default the first
+// live replica, which is this broker: the partition went offline when none
+// was running); if the policy finds none it stays offline.
 func (ct *Controller) BrokerStarted(id int32) error {
 	b, ok := ct.c.Broker(id)
 	if !ok {
@@ -200,9 +212,9 @@ func (ct *Controller) BrokerStarted(id int32) error {
 			if s.Leader >= 0 {
 				return false, nil
 			}
-			leader, isr := FirstLiveReplica(*s, live)
-			if leader < 0 {
-				return false, nil
+			leader, isr, err := ct.electLeader(*s, live)
+			if err != nil || leader < 0 {
+				return false, err
 			}
 			s.Leader, s.ISR = leader, isr
 			s.LeaderEpoch++
@@ -293,7 +305,8 @@ func (ct *Controller) remember(tp commitlog.TopicPartition, s PartitionState) {
 }
 
 // liveFuncLocked returns a test of liveness against a copy of the
-// controller's live brokers. Called with mu held.
+// controller's live brokers, for the election policy, which runs without
+// mu. Called with mu held.
 func (ct *Controller) liveFuncLocked() func(id int32) bool {
 	live := maps.Clone(ct.live)
 	return func(id int32) bool { _, ok := live[id]; return ok }

@@ -20,7 +20,8 @@ import (
 )
 
 // The seams stage 04 plugs into this harness: Options.NewServer (here),
-// Options.States and Controller.UpdateMetadata (states_test.go).
+// Options.States and Controller.UpdateMetadata (states_test.go),
+// Options.Elect (election_test.go).
 
 func startClusterWith(t *testing.T, n int, opts cluster.Options) *testCluster {
 	t.Helper()
