@@ -46,8 +46,11 @@ type Manager struct {
 	fetchers        map[int32]*fetcher                      // by leader id. Protected by mu.
 	checkpointed    map[commitlog.TopicPartition]int64      // high watermarks read at start. Protected by mu.
 
-	// paused: fetchers wait while it is set (PauseFetching). Protected by
-	// mu; resumed is closed and replaced when it is cleared.
+	// pauseMu guards paused and resumed: fetchers wait while paused is
+	// set (PauseFetching); resumed is closed and replaced when it is
+	// cleared. Not mu: LeaderAndIsr holds mu while it waits for a fetcher
+	// to stop, and a fetcher checks for a pause.
+	pauseMu sync.Mutex
 	paused  bool
 	resumed chan struct{}
 
@@ -321,8 +324,8 @@ func (m *Manager) StartOffsetAdvanced(tp commitlog.TopicPartition, _ *commitlog.
 // such switch; tests and the demo use it to make a follower fall behind
 // and leave the ISR (stage 04).
 func (m *Manager) PauseFetching(pause bool) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
+	m.pauseMu.Lock()
+	defer m.pauseMu.Unlock()
 	if m.paused == pause {
 		return
 	}
@@ -337,8 +340,8 @@ func (m *Manager) PauseFetching(pause bool) {
 // fetchPaused returns nil if fetching may go on, or a channel closed when
 // it resumes.
 func (m *Manager) fetchPaused() <-chan struct{} {
-	m.mu.Lock()
-	defer m.mu.Unlock()
+	m.pauseMu.Lock()
+	defer m.pauseMu.Unlock()
 	if !m.paused {
 		return nil
 	}

@@ -542,6 +542,11 @@ func (p *Partition) TruncateTo(offset int64) error {
 	if offset < 0 {
 		return fmt.Errorf("replica: truncate %s to offset %d", p.TopicPartition, offset)
 	}
+	// The high watermark comes down first, so that nobody reads one past
+	// the shortened log end.
+	p.mu.Lock()
+	p.highWatermark = min(p.highWatermark, offset)
+	p.mu.Unlock()
 	end, err := p.Log.TruncateTo(offset)
 	if err != nil {
 		return err

@@ -214,3 +214,42 @@ func TestRetentionStopsAtTheHighWatermarkAndTrimsTheEpochCache(t *testing.T) {
 	require.Equal(t, int32(start/20), entries[0].Epoch)
 	require.Equal(t, int32(2), entries[len(entries)-1].Epoch)
 }
+
+// TestLeaderAndIsrDoesNotWaitOnAFetcherCheckingForAPause: LeaderAndIsr
+// stops fetchers while it holds the Manager's lock, and a fetcher checks
+// for a pause (PauseFetching) at every turn of its loop: the pause must
+// not be behind the same lock, or the two wait for each other.
+func TestLeaderAndIsrDoesNotWaitOnAFetcherCheckingForAPause(t *testing.T) {
+	st, err := store.Open(t.TempDir(), 0, commitlog.DefaultManagerConfig(), store.Options{Logger: quiet})
+	require.NoError(t, err)
+	t.Cleanup(func() { st.Close() })
+	// Nobody listens at the leader's address: the fetcher turns its loop
+	// every millisecond, checking for a pause each time.
+	m, err := NewManager(Config{BrokerID: 0, FetchBackoff: time.Millisecond, HighWatermarkCheckpointInterval: time.Hour}, st, Options{Logger: quiet})
+	require.NoError(t, err)
+	t.Cleanup(func() { m.Close() })
+	tp := commitlog.TopicPartition{Topic: "t", Partition: 0}
+	done := make(chan error, 1)
+	go func() {
+		for epoch := range int32(200) {
+			leader := epoch % 2 // follower of 1, leader, follower of 1, ...
+			if leader == 0 {
+				leader = 1
+			} else {
+				leader = 0
+			}
+			s := LeaderAndIsrState{Leader: leader, LeaderEpoch: epoch, Replicas: []int32{0, 1}, ISR: []int32{0, 1}}
+			if _, err := m.LeaderAndIsr(0, map[commitlog.TopicPartition]LeaderAndIsrState{tp: s}, map[int32]string{1: "127.0.0.1:1"}); err != nil {
+				done <- err
+				return
+			}
+		}
+		done <- nil
+	}()
+	select {
+	case err := <-done:
+		require.NoError(t, err)
+	case <-time.After(30 * time.Second):
+		t.Fatal("deadlock: LeaderAndIsr waited for a fetcher that waited for the Manager's lock")
+	}
+}

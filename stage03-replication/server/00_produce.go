@@ -82,8 +82,10 @@ func (a ReplicaAppender) AppendPartition(part broker.ProducePartition, minISR in
 	_, epoch = p.Leader()
 	first, last, err := p.AppendAsLeaderMinISR(rp.Records, minISR)
 	if err != nil {
-		if out.ErrorCode = replica.ErrorCode(err); out.ErrorCode != kerr.NotLeaderForPartition.Code {
-			s.AppendFailed(p.TopicPartition, err) // counted and logged at the right level
+		// A lost leadership and too few in-sync replicas are answers, not
+		// failures: the others are counted and logged at the right level.
+		if out.ErrorCode = replica.ErrorCode(err); out.ErrorCode != kerr.NotLeaderForPartition.Code && out.ErrorCode != kerr.NotEnoughReplicas.Code {
+			s.AppendFailed(p.TopicPartition, err)
 		}
 		return nil, 0, 0
 	}
