@@ -51,8 +51,9 @@ type Cluster struct {
 
 	unclean bool // unclean.leader.election.enable, for every topic
 
-	mu      sync.Mutex
-	servers map[int32]*server.Server // the running brokers' stage 04 servers. Protected by mu.
+	mu           sync.Mutex
+	servers      map[int32]*server.Server     // the running brokers' stage 04 servers. Protected by mu.
+	topicConfigs map[string]map[string]string // overrides every broker gets, at start too. Protected by mu.
 
 	notified chan struct{} // an ISR change notification was written
 	stop     chan struct{}
@@ -69,7 +70,7 @@ func Start(n int, opts Options) (*Cluster, error) {
 		return nil, err
 	}
 	c := &Cluster{States: isr.NewMemoryStore(), unclean: topicDefaults.UncleanLeaderElection,
-		servers: map[int32]*server.Server{}, notified: make(chan struct{}, 1),
+		servers: map[int32]*server.Server{}, topicConfigs: map[string]map[string]string{}, notified: make(chan struct{}, 1),
 		stop: make(chan struct{}), done: make(chan struct{})}
 	c.States.Watch(func(path string) {
 		if strings.HasPrefix(path, isr.IsrChangeNotificationPrefix) {
@@ -101,9 +102,30 @@ func (c *Cluster) newServer(props map[string]string, logger *slog.Logger) (*s3.S
 	}
 	id, _ := strconv.Atoi(props["broker.id"])
 	c.mu.Lock()
+	defer c.mu.Unlock()
+	for topic, cfg := range c.topicConfigs {
+		if err := s.SetTopicConfig(topic, cfg); err != nil {
+			return nil, err
+		}
+	}
 	c.servers[int32(id)] = s
-	c.mu.Unlock()
 	return s.Server, nil
+}
+
+// SetTopicConfig sets a topic's min.insync.replicas (and
+// unclean.leader.election.enable, which this harness reads from the
+// brokers' defaults only) on every broker, now and when they restart: what
+// stage 05's brokers read from /config/topics/<topic>.
+func (c *Cluster) SetTopicConfig(topic string, props map[string]string) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, s := range c.servers {
+		if err := s.SetTopicConfig(topic, props); err != nil {
+			return err
+		}
+	}
+	c.topicConfigs[topic] = props
+	return nil
 }
 
 // Server returns a running broker's stage 04 server.

@@ -117,6 +117,20 @@ func TestMinInsyncReplicasRefusesAcksAllBeforeAppending(t *testing.T) {
 	require.Equal(t, end+1, tc.logEnd(0))
 }
 
+// TestMinInsyncReplicasIsATopicConfig: the broker default is 1; a topic
+// that sets 2 refuses acks=all with the leader alone.
+func TestMinInsyncReplicasIsATopicConfig(t *testing.T) {
+	tc := startCluster(t, nil)
+	require.NoError(t, tc.SetTopicConfig(tc.tp.Topic, map[string]string{server.KeyMinInsyncReplicas: "2"}))
+	tc.server(1).Replicas.PauseFetching(true)
+	tc.server(2).Replicas.PauseFetching(true)
+	code, _ := tc.produceRaw(0, 1, 10*time.Second, "the followers lack this")
+	require.Zero(t, code)
+	tc.waitISR(0)
+	code, _ = tc.produceRaw(0, -1, 10*time.Second, "refused")
+	require.Equal(t, kerr.NotEnoughReplicas.Code, code)
+}
+
 // TestISRShrinkingAfterTheAppendAnswersNotEnoughReplicasAfterAppend: an
 // acks=all batch is appended while the ISR has three members; both
 // followers stop copying before they have it, so it waits; when the leader
