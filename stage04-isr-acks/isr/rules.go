@@ -65,13 +65,8 @@ func With(isr []int32, id int32) []int32 {
 // follower stopped it; now a follower that leaves the ISR stops counting.
 type Quorum struct{}
 
-// Counted returns the ISR without the leader.
+// Counted returns the ISR without the leader: stage 03's AllReplicas,
+// over the ISR instead of the assignment.
 func (Quorum) Counted(local int32, _, isr []int32) []int32 {
-	out := make([]int32, 0, len(isr))
-	for _, id := range isr {
-		if id != local {
-			out = append(out, id)
-		}
-	}
-	return out
+	return replica.AllReplicas{}.Counted(local, isr, nil)
 }

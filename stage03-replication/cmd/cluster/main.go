@@ -16,7 +16,6 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"flag"
 	"fmt"
@@ -31,6 +30,7 @@ import (
 
 	"github.com/kafkaworkbook/workbook/stage01-log/commitlog"
 	"github.com/kafkaworkbook/workbook/stage03-replication/cluster"
+	"github.com/kafkaworkbook/workbook/stage03-replication/repl"
 )
 
 func main() {
@@ -79,32 +79,7 @@ func run(args []string, stdin io.Reader, out io.Writer) error {
 	fmt.Fprintf(out, "created topic %q: %d partition(s), replication factor %d\n", *topic, *partitions, *rf)
 	fmt.Fprintf(out, "try:  kcat -b 127.0.0.1:%d -L    kcat -b 127.0.0.1:%d -C -t %s -o beginning\n", *port, *port, *topic)
 
-	in := stdin
-	if *script != "" {
-		in = strings.NewReader(strings.ReplaceAll(*script, ";", "\n"))
-	}
-	sc := bufio.NewScanner(in)
-	for {
-		if *script == "" {
-			fmt.Fprint(out, "> ")
-		}
-		if !sc.Scan() {
-			return nil
-		}
-		line := strings.TrimSpace(sc.Text())
-		if line == "" {
-			continue
-		}
-		if *script != "" {
-			fmt.Fprintf(out, "> %s\n", line)
-		}
-		if line == "quit" {
-			return nil
-		}
-		if err := d.run(strings.Fields(line)); err != nil {
-			fmt.Fprintln(out, "error:", err)
-		}
-	}
+	return repl.Loop(stdin, out, *script, d.run)
 }
 
 type demo struct {

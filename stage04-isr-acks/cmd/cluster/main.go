@@ -35,7 +35,6 @@
 package main
 
 import (
-	"bufio"
 	"flag"
 	"fmt"
 	"io"
@@ -48,6 +47,7 @@ import (
 	"time"
 
 	"github.com/kafkaworkbook/workbook/stage01-log/commitlog"
+	"github.com/kafkaworkbook/workbook/stage03-replication/repl"
 	"github.com/kafkaworkbook/workbook/stage04-isr-acks/cluster"
 	"github.com/kafkaworkbook/workbook/stage04-isr-acks/isr"
 	"github.com/kafkaworkbook/workbook/stage04-isr-acks/server"
@@ -108,32 +108,7 @@ func run(args []string, stdin io.Reader, out io.Writer) error {
 	}
 	fmt.Fprintf(out, "try:  kcat -b %s -L  (Metadata shows the ISR)\n", c.Addrs()[0])
 
-	in := stdin
-	if *script != "" {
-		in = strings.NewReader(strings.ReplaceAll(*script, ";", "\n"))
-	}
-	sc := bufio.NewScanner(in)
-	for {
-		if *script == "" {
-			fmt.Fprint(out, "> ")
-		}
-		if !sc.Scan() {
-			return sc.Err()
-		}
-		line := strings.TrimSpace(sc.Text())
-		if line == "" {
-			continue
-		}
-		if *script != "" {
-			fmt.Fprintf(out, "> %s\n", line)
-		}
-		if line == "quit" {
-			return nil
-		}
-		if err := d.run(strings.Fields(line)); err != nil {
-			fmt.Fprintln(out, "error:", err)
-		}
-	}
+	return repl.Loop(stdin, out, *script, d.run)
 }
 
 // demo runs the commands against one partition of a cluster.
