@@ -53,7 +53,7 @@ type Options struct {
 	// unclean.leader.election.enable, the first live replica). The
 	// controller calls it without holding its locks; it must not call the
 	// Controller. ElectLeader, an explicit choice, does not use it.
-	Elect func(s PartitionState, live func(id int32) bool) (leader int32, isr []int32)
+	Elect func(tp commitlog.TopicPartition, s PartitionState, live func(id int32) bool) (leader int32, isr []int32)
 }
 
 // Cluster is a set of brokers and the controller that directs them.

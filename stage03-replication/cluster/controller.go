@@ -48,7 +48,7 @@ type Controller struct {
 	c      *Cluster
 	states StateStore // where partition states live (Options.States)
 	// elect picks a leader after a failure or a start (Options.Elect).
-	elect func(s PartitionState, live func(id int32) bool) (int32, []int32)
+	elect func(tp commitlog.TopicPartition, s PartitionState, live func(id int32) bool) (int32, []int32)
 
 	events sync.Mutex // one controller method at a time; taken before mu
 
@@ -164,7 +164,7 @@ func (ct *Controller) BrokerStopped(id int32) error {
 			if s.Leader != id {
 				return false, nil
 			}
-			leader, isr, err := ct.electLeader(*s, live)
+			leader, isr, err := ct.electLeader(tp, *s, live)
 			if err != nil {
 				return false, err
 			}
@@ -212,7 +212,7 @@ func (ct *Controller) BrokerStarted(id int32) error {
 			if s.Leader >= 0 {
 				return false, nil
 			}
-			leader, isr, err := ct.electLeader(*s, live)
+			leader, isr, err := ct.electLeader(tp, *s, live)
 			if err != nil || leader < 0 {
 				return false, err
 			}

@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/kafkaworkbook/workbook/stage01-log/commitlog"
 	"github.com/kafkaworkbook/workbook/stage03-replication/cluster"
 	"github.com/kafkaworkbook/workbook/stage03-replication/replica"
 )
@@ -19,7 +20,7 @@ import (
 func TestElectionPolicyChoosesLeadersAfterAFailureAndAStart(t *testing.T) {
 	var mu sync.Mutex
 	var calls [][]int32 // the live replicas each call saw
-	lastLiveInISR := func(s cluster.PartitionState, live func(int32) bool) (int32, []int32) {
+	lastLiveInISR := func(_ commitlog.TopicPartition, s cluster.PartitionState, live func(int32) bool) (int32, []int32) {
 		var seen []int32
 		leader := int32(-1)
 		for _, r := range s.Replicas {

@@ -112,10 +112,10 @@ func (c *Cluster) newServer(props map[string]string, logger *slog.Logger) (*s3.S
 	return s.Server, nil
 }
 
-// SetTopicConfig sets a topic's min.insync.replicas (and
-// unclean.leader.election.enable, which this harness reads from the
-// brokers' defaults only) on every broker, now and when they restart: what
-// stage 05's brokers read from /config/topics/<topic>.
+// SetTopicConfig sets a topic's min.insync.replicas on every broker, now
+// and when they restart, and its unclean.leader.election.enable for the
+// controller: what stage 05's brokers and controller read from
+// /config/topics/<topic>.
 func (c *Cluster) SetTopicConfig(topic string, props map[string]string) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -143,17 +143,18 @@ func (c *Cluster) Server(id int32) (*server.Server, bool) {
 // assignment order that is alive and in the ISR leads, and the new ISR is
 // the live part of the old one. With no such replica, the partition stays
 // without a leader (the ISR is kept: its members are the ones that have
-// everything, and the first to come back will lead), unless
-// unclean.leader.election.enable lets the first live replica lead, with an
-// ISR of itself, losing whatever only the old ISR had.
-func (c *Cluster) elect(s base.PartitionState, live func(int32) bool) (int32, []int32) {
+// everything, and the first to come back will lead), unless the topic's
+// unclean.leader.election.enable (SetTopicConfig, else the brokers'
+// default) lets the first live replica lead, with an ISR of itself, losing
+// whatever only the old ISR had.
+func (c *Cluster) elect(tp commitlog.TopicPartition, s base.PartitionState, live func(int32) bool) (int32, []int32) {
 	liveISR := slices.DeleteFunc(slices.Clone(s.ISR), func(id int32) bool { return !live(id) })
 	for _, r := range s.Replicas {
 		if slices.Contains(liveISR, r) {
 			return r, liveISR
 		}
 	}
-	if c.unclean {
+	if c.uncleanAllowed(tp.Topic) {
 		for _, r := range s.Replicas {
 			if live(r) {
 				return r, []int32{r}
@@ -161,6 +162,18 @@ func (c *Cluster) elect(s base.PartitionState, live func(int32) bool) (int32, []
 		}
 	}
 	return -1, s.ISR
+}
+
+// uncleanAllowed is the topic's unclean.leader.election.enable.
+func (c *Cluster) uncleanAllowed(topic string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if props, ok := c.topicConfigs[topic]; ok {
+		if t, err := server.ParseTopicConfig(server.TopicConfig{UncleanLeaderElection: c.unclean}, props); err == nil {
+			return t.UncleanLeaderElection
+		}
+	}
+	return c.unclean
 }
 
 // propagateIsrChanges is the controller's handling of

@@ -26,10 +26,12 @@ import (
 //	0 is cut off; 1, 2 resume  (stopped)          who leads?
 //	0 comes back, follows      ...
 
-// playJepsen runs the story on a cluster with props and returns what was
-// acknowledged and what a consumer reads at the end.
-func playJepsen(t *testing.T, props map[string]string) (acked, read []string, aloneErr error) {
+// playJepsen runs the story on a cluster with the brokers' props and the
+// topic's overrides, and returns what was acknowledged and what a consumer
+// reads at the end.
+func playJepsen(t *testing.T, props map[string]string, topicProps map[string]string) (acked, read []string, aloneErr error) {
 	tc := startCluster(t, props)
+	require.NoError(t, tc.SetTopicConfig(tc.tp.Topic, topicProps))
 	cl := tc.client(kgo.AllISRAcks(), kgo.RecordRetries(2))
 	before, err := produceAll(cl, values("before", 5))
 	require.NoError(t, err)
@@ -90,8 +92,8 @@ func leaderFirst(tc *testCluster) []int32 {
 }
 
 func TestJepsenUncleanElectionLosesAcknowledgedRecords(t *testing.T) {
-	acked, read, aloneErr := playJepsen(t, map[string]string{
-		server.KeyMinInsyncReplicas: "1", server.KeyUncleanLeaderElection: "true"})
+	acked, read, aloneErr := playJepsen(t, map[string]string{server.KeyMinInsyncReplicas: "1"},
+		map[string]string{server.KeyUncleanLeaderElection: "true"}) // the topic allows it; the brokers' default does not
 	require.NoError(t, aloneErr, "with min.insync.replicas=1 the leader alone acknowledges acks=all")
 	var lost []string
 	for _, v := range acked {
@@ -110,8 +112,8 @@ func TestJepsenUncleanElectionLosesAcknowledgedRecords(t *testing.T) {
 }
 
 func TestJepsenMinInsyncReplicasAndCleanElectionLoseNothing(t *testing.T) {
-	acked, read, aloneErr := playJepsen(t, map[string]string{
-		server.KeyMinInsyncReplicas: "2", server.KeyUncleanLeaderElection: "false"})
+	acked, read, aloneErr := playJepsen(t, map[string]string{server.KeyUncleanLeaderElection: "false"},
+		map[string]string{server.KeyMinInsyncReplicas: "2"}) // the topic asks for it; the brokers' default is 1
 	require.ErrorIs(t, aloneErr, kerr.NotEnoughReplicas, "the leader alone refuses acks=all")
 	require.Equal(t, values("before", 5), acked, "nothing was acknowledged after the ISR shrank")
 	require.Equal(t, acked, read[:len(acked)], "every acknowledged record is there, in order")
