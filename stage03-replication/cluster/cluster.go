@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -152,7 +153,11 @@ func (c *Cluster) StartBroker(id int32) error {
 		return fmt.Errorf("broker %d: %w", id, err)
 	}
 	if err := s.Start(); err != nil {
-		return err
+		// Release what New opened (its logs, its goroutines): a port in
+		// use must not leak a broker.
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		return errors.Join(fmt.Errorf("broker %d: %w", id, err), s.Shutdown(ctx))
 	}
 	c.mu.Lock()
 	c.brokers[id] = s

@@ -24,10 +24,17 @@ var ErrStaleController = errors.New("replica: request from an older controller e
 
 // Options are the parts of a Manager that are not Kafka configuration.
 type Options struct {
-	Quorum   Quorum           // which followers count for the high watermark; AllReplicas if nil
-	Listener Listener         // told of appends, high watermarks, state changes; NopListener if nil
-	Logger   *slog.Logger     // slog.Default if nil
-	Now      func() time.Time // time.Now if nil
+	Quorum   Quorum   // which followers count for the high watermark; AllReplicas if nil
+	Listener Listener // told of appends, high watermarks, state changes; NopListener if nil
+	// LagTimeMax is replica.lag.time.max.ms as the high watermark sees
+	// it (stage 04): a follower outside the quorum that caught up within
+	// it bounds the high watermark too, as in Kafka 2.x's
+	// maybeIncrementLeaderHW, so that a follower catching up to rejoin the
+	// ISR is not outrun by a high watermark only the leader holds (it
+	// rejoins when it reaches the high watermark). 0: only the quorum.
+	LagTimeMax time.Duration
+	Logger     *slog.Logger     // slog.Default if nil
+	Now        func() time.Time // time.Now if nil
 }
 
 // Manager is Kafka's ReplicaManager: it holds this broker's replicas, turns

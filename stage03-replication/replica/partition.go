@@ -97,6 +97,7 @@ type Partition struct {
 	Epochs   *LeaderEpochCache
 	localID  int32
 	quorum   Quorum
+	lagMax   time.Duration // Options.LagTimeMax
 	listener Listener
 	logger   *slog.Logger
 	now      func() time.Time
@@ -135,7 +136,7 @@ func newPartition(p *store.Partition, localID int32, hw int64, opts Options) (*P
 	if err := epochs.TruncateFromEnd(p.Log.EndOffset()); err != nil {
 		return nil, err
 	}
-	return &Partition{Partition: p, Epochs: epochs, localID: localID, quorum: opts.Quorum, listener: opts.Listener,
+	return &Partition{Partition: p, Epochs: epochs, localID: localID, quorum: opts.Quorum, lagMax: opts.LagTimeMax, listener: opts.Listener,
 		logger: opts.Logger.With("partition", p.TopicPartition.String()), now: opts.Now,
 		leaderID: -1, leaderEpoch: -1, highWatermark: min(hw, p.Log.EndOffset())}, nil
 }
@@ -230,7 +231,14 @@ func (p *Partition) MakeLeader(s LeaderAndIsrState) error {
 	p.remotes = map[int32]*ReplicaState{}
 	for _, id := range s.Replicas {
 		if id != p.localID {
-			p.remotes[id] = &ReplicaState{LogEndOffset: -1, lastFetchLeaderLEO: -1, LastFetchTime: now, LastCaughtUpTime: now}
+			// As Kafka's resetLastCaughtUpTime: an ISR member is taken to
+			// be caught up now; any other replica never was, until it
+			// fetches.
+			caughtUp := time.Time{}
+			if slices.Contains(s.ISR, id) {
+				caughtUp = now
+			}
+			p.remotes[id] = &ReplicaState{LogEndOffset: -1, lastFetchLeaderLEO: -1, LastFetchTime: now, LastCaughtUpTime: caughtUp}
 		}
 	}
 	p.logger.Info("became leader", "epoch", s.LeaderEpoch, "replicas", s.Replicas, "isr", s.ISR, "log_end", p.Log.EndOffset(), "hw", p.highWatermark)
@@ -445,11 +453,20 @@ func (p *Partition) maybeIncrementHWLocked() bool {
 		return false
 	}
 	var leos []int64
-	for _, id := range p.quorum.Counted(p.localID, p.replicas, p.isr) {
+	counted := p.quorum.Counted(p.localID, p.replicas, p.isr)
+	for _, id := range counted {
 		if r, ok := p.remotes[id]; ok {
 			leos = append(leos, r.LogEndOffset)
 		} else {
 			leos = append(leos, -1)
+		}
+	}
+	if p.lagMax > 0 {
+		now := p.now()
+		for id, r := range p.remotes {
+			if r.LogEndOffset >= 0 && !slices.Contains(counted, id) && now.Sub(r.LastCaughtUpTime) <= p.lagMax {
+				leos = append(leos, r.LogEndOffset) // caught up lately: it counts too
+			}
 		}
 	}
 	if hw := HighWatermark(p.Log.EndOffset(), leos); hw > p.highWatermark {
@@ -458,6 +475,18 @@ func (p *Partition) maybeIncrementHWLocked() bool {
 		return true
 	}
 	return false
+}
+
+// StillLeadsBatch reports whether this broker still leads the partition
+// and its log still holds, at offset last, the batch it appended under
+// epoch: what a waiting acks=all produce needs to go on waiting. A leader
+// epoch bumped with the same leader (the controller changing the ISR)
+// keeps the batch; a leadership lost and won back may have truncated it,
+// and another leader's batch at that offset carries another epoch.
+func (p *Partition) StillLeadsBatch(last int64, epoch int32) bool {
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	return p.role == Leader && last < p.Log.EndOffset() && p.Epochs.EpochForOffset(last) == epoch
 }
 
 // CheckLeader checks that this broker leads at clientEpoch (-1: any).

@@ -253,3 +253,40 @@ func TestLeaderAndIsrDoesNotWaitOnAFetcherCheckingForAPause(t *testing.T) {
 		t.Fatal("deadlock: LeaderAndIsr waited for a fetcher that waited for the Manager's lock")
 	}
 }
+
+// TestAFollowerCatchingUpBoundsTheHighWatermark: with the ISR down to the
+// leader, a follower outside it that caught up lately counts for the high
+// watermark (Kafka 2.x's rule), so the high watermark waits for it and it
+// can reach it and rejoin; one that never caught up does not count.
+func TestAFollowerCatchingUpBoundsTheHighWatermark(t *testing.T) {
+	c := newClock()
+	tp := commitlog.TopicPartition{Topic: "t", Partition: 0}
+	lg, err := commitlog.Open(filepath.Join(t.TempDir(), tp.String()), commitlog.DefaultConfig(), commitlog.Options{Logger: quiet})
+	require.NoError(t, err)
+	t.Cleanup(func() { lg.Close() })
+	p, err := newPartition(&store.Partition{TopicPartition: tp, Log: lg}, 0, 0,
+		Options{Quorum: inSyncOnly{}, Listener: NopListener{}, LagTimeMax: 10 * time.Second, Logger: quiet, Now: c.Now})
+	require.NoError(t, err)
+	require.NoError(t, p.MakeLeader(LeaderAndIsrState{Leader: 0, Replicas: []int32{0, 1, 2}, ISR: []int32{0}}))
+	_, _, err = p.AppendAsLeader(batch(t, "a", "b"))
+	require.NoError(t, err)
+	require.Equal(t, int64(2), p.HighWatermark(), "nobody else has fetched: the leader alone")
+
+	require.NoError(t, p.UpdateFollowerFetchState(1, 2, -1)) // caught up now
+	_, _, err = p.AppendAsLeader(batch(t, "c", "d"))
+	require.NoError(t, err)
+	require.Equal(t, int64(2), p.HighWatermark(), "follower 1 caught up lately: the high watermark waits for it")
+	require.NoError(t, p.UpdateFollowerFetchState(1, 4, -1))
+	require.Equal(t, int64(4), p.HighWatermark())
+
+	require.NoError(t, p.UpdateFollowerFetchState(2, 0, -1)) // far behind, never caught up
+	_, _, err = p.AppendAsLeader(batch(t, "e"))
+	require.NoError(t, err)
+	require.NoError(t, p.UpdateFollowerFetchState(1, 5, -1))
+	require.Equal(t, int64(5), p.HighWatermark(), "follower 2 does not hold it back")
+
+	c.Advance(11 * time.Second)
+	_, _, err = p.AppendAsLeader(batch(t, "f"))
+	require.NoError(t, err)
+	require.Equal(t, int64(6), p.HighWatermark(), "follower 1 has not caught up for longer than the lag: it no longer counts")
+}

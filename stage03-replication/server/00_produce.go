@@ -79,7 +79,6 @@ func (a ReplicaAppender) AppendPartition(part broker.ProducePartition, minISR in
 		out.ErrorCode, out.ErrorMessage = code, &msg
 		return nil, 0, 0
 	}
-	_, epoch = p.Leader()
 	first, last, err := p.AppendAsLeaderMinISR(rp.Records, minISR)
 	if err != nil {
 		// A lost leadership and too few in-sync replicas are answers, not
@@ -90,7 +89,10 @@ func (a ReplicaAppender) AppendPartition(part broker.ProducePartition, minISR in
 		return nil, 0, 0
 	}
 	out.BaseOffset, out.LogStartOffset = first, p.Log.StartOffset()
-	return p, last, epoch
+	// The epoch the batch was stamped with, as the epoch cache recorded it
+	// under the append's lock (reading the partition's epoch before the
+	// append could race a LeaderAndIsr).
+	return p, last, p.Epochs.EpochForOffset(last)
 }
 
 // missingPartitionCode answers for a partition this broker holds no replica
@@ -111,16 +113,14 @@ func (s *Server) awaitReplication(r *broker.Request, waiting []awaitingHW, timeo
 		w.p.HWAdvanced.Watch(wake)
 	}
 	// settled reports whether every partition is settled, settling the
-	// ones whose leadership changed with NOT_LEADER_OR_FOLLOWER: even if
-	// this broker leads again at a newer epoch, the batch may have been
-	// truncated away in between.
+	// ones whose batch this broker no longer leads with
+	// NOT_LEADER_OR_FOLLOWER (Partition.StillLeadsBatch).
 	settled := func() bool {
 		all := true
 		for _, w := range waiting {
-			_, epoch := w.p.Leader()
 			switch {
 			case w.out.ErrorCode != 0:
-			case w.p.Role() != replica.Leader || epoch != w.epoch:
+			case !w.p.StillLeadsBatch(w.last, w.epoch):
 				w.out.ErrorCode = kerr.NotLeaderForPartition.Code
 			case w.p.HighWatermark() <= w.last:
 				all = false

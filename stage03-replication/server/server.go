@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"net"
 	"sync/atomic"
+	"time"
 
 	"github.com/kafkaworkbook/workbook/stage01-log/commitlog"
 	"github.com/kafkaworkbook/workbook/stage02-reactor/broker"
@@ -39,6 +40,8 @@ type Options struct {
 	// Listener is told of appends, high watermarks and state changes
 	// (replica.Listener); stage 04 completes its delayed requests there.
 	Listener replica.Listener
+	// LagTimeMax: see replica.Options.LagTimeMax (stage 04).
+	LagTimeMax time.Duration
 }
 
 // Server is a broker that replicates: stage 02's broker with the handlers
@@ -83,7 +86,8 @@ func New(cfg Config, opts Options) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s.Replicas, err = replica.NewManager(cfg.Replica, s.Store(), replica.Options{Quorum: opts.Quorum, Listener: opts.Listener, Logger: opts.Logger})
+	s.Replicas, err = replica.NewManager(cfg.Replica, s.Store(), replica.Options{Quorum: opts.Quorum, Listener: opts.Listener,
+		LagTimeMax: opts.LagTimeMax, Logger: opts.Logger})
 	if err != nil {
 		s.Broker.Shutdown(context.Background())
 		return nil, err

@@ -17,12 +17,15 @@
 package cluster
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/kafkaworkbook/workbook/stage01-log/commitlog"
 	base "github.com/kafkaworkbook/workbook/stage03-replication/cluster"
@@ -105,7 +108,9 @@ func (c *Cluster) newServer(props map[string]string, logger *slog.Logger) (*s3.S
 	defer c.mu.Unlock()
 	for topic, cfg := range c.topicConfigs {
 		if err := s.SetTopicConfig(topic, cfg); err != nil {
-			return nil, err
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			return nil, errors.Join(err, s.Shutdown(ctx)) // release what New opened
 		}
 	}
 	c.servers[int32(id)] = s

@@ -196,3 +196,33 @@ func TestLeaderWithAStaleStateStopsChangingTheISR(t *testing.T) {
 	tc.waitISR(0, 1)
 	require.Empty(t, tc.server(0).ISR.Fenced())
 }
+
+// TestWaitingProduceSurvivesALeaderEpochBumpWithTheSameLeader: the
+// controller bumps the leader epoch without moving the leader (Kafka's
+// controller does when it removes a dead follower from the ISR). An
+// acks=all produce waiting meanwhile goes on waiting and succeeds: its
+// batch is still in this leader's log (stage 03's StillLeadsBatch), as in
+// Kafka, where only a lost leadership answers NOT_LEADER_OR_FOLLOWER.
+func TestWaitingProduceSurvivesALeaderEpochBumpWithTheSameLeader(t *testing.T) {
+	tc := startCluster(t, nil)
+	tc.server(2).Replicas.PauseFetching(true)
+	answer := make(chan int16, 1)
+	go func() {
+		code, _ := tc.produceRaw(0, -1, 30*time.Second, "waits across the epoch bump")
+		answer <- code
+	}()
+	require.Eventually(t, func() bool { return tc.logEnd(0) == 1 }, 10*time.Second, 5*time.Millisecond, "appended")
+	require.NoError(t, tc.Controller.ElectLeader(tc.tp, 0)) // leader 0 again, epoch 1
+	select {
+	case code := <-answer:
+		t.Fatalf("answered %d while broker 2, in the ISR, still lacks the batch", code)
+	default:
+	}
+	tc.server(2).Replicas.PauseFetching(false)
+	select {
+	case code := <-answer:
+		require.Zero(t, code, "acknowledged once the ISR has it")
+	case <-time.After(30 * time.Second):
+		t.Fatal("no answer")
+	}
+}

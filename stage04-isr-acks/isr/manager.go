@@ -126,9 +126,8 @@ func (m *Manager) Shrink() []commitlog.TopicPartition {
 		if len(out) == 0 {
 			continue
 		}
-		m.logger.Info("shrinking the ISR: followers out of sync", "partition", p.TopicPartition, "out", out,
-			"lag_max", m.lagMax, "leader_log_end", v.LogEndOffset, "hw", v.HighWatermark)
-		if m.change(p, v, Without(v.ISR, out)) {
+		if m.change(p, v, Without(v.ISR, out), "shrinking the ISR: followers out of sync", "out", out,
+			"lag_max", m.lagMax, "leader_log_end", v.LogEndOffset, "hw", v.HighWatermark) {
 			changed = append(changed, p.TopicPartition)
 		}
 	}
@@ -147,14 +146,14 @@ func (m *Manager) MaybeExpand(p *replica.Partition, follower int32) {
 	if !ok || !CanJoin(f.LogEndOffset, v.HighWatermark, v.EpochStartOffset) {
 		return
 	}
-	m.logger.Info("expanding the ISR: follower caught up", "partition", p.TopicPartition, "follower", follower,
+	m.change(p, v, With(v.ISR, follower), "expanding the ISR: follower caught up", "follower", follower,
 		"follower_log_end", f.LogEndOffset, "hw", v.HighWatermark)
-	m.change(p, v, With(v.ISR, follower))
 }
 
-// change writes isr as p's new ISR, computed from v, and installs it. It
-// reports whether the ISR changed.
-func (m *Manager) change(p *replica.Partition, v replica.LeaderView, isr []int32) bool {
+// change writes isr as p's new ISR, computed from v, and installs it,
+// logging why (msg and args) once it is going to try. It reports whether
+// the ISR changed.
+func (m *Manager) change(p *replica.Partition, v replica.LeaderView, isr []int32, msg string, args ...any) bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	tp := p.TopicPartition
@@ -170,8 +169,17 @@ func (m *Manager) change(p *replica.Partition, v replica.LeaderView, isr []int32
 	if !ok || now.LeaderEpoch != v.LeaderEpoch || now.PartitionEpoch != v.PartitionEpoch {
 		return false
 	}
+	m.logger.Info(msg, append([]any{"partition", tp, "isr", v.ISR, "new_isr", isr}, args...)...)
 	state := PartitionState{ControllerEpoch: v.ControllerEpoch, Leader: m.brokerID, LeaderEpoch: v.LeaderEpoch, ISR: isr}
 	version, err := m.store.UpdatePartitionState(tp, state, v.PartitionEpoch)
+	if errors.Is(err, ErrBadVersion) {
+		// As Kafka's checkLeaderAndIsrZkData: if what is stored is what
+		// this leader meant to write (a retried write whose first attempt
+		// landed), the write succeeded, at the version stored.
+		if stored, v2, rerr := m.store.PartitionState(tp); rerr == nil && stored.Equal(state) {
+			version, err = v2, nil
+		}
+	}
 	switch {
 	case errors.Is(err, ErrBadVersion):
 		m.fenced[tp] = v.PartitionEpoch

@@ -134,6 +134,9 @@ type StateStore interface {
 	// version moved (the leader must then stop changing the ISR and wait
 	// for the controller's LeaderAndIsr).
 	UpdatePartitionState(tp commitlog.TopicPartition, s PartitionState, expectedVersion int32) (newVersion int32, err error)
+	// PartitionState reads tp's state and its version: after a write
+	// refused for its version, the leader looks at what is there.
+	PartitionState(tp commitlog.TopicPartition) (PartitionState, int32, error)
 	// NotifyIsrChange records that the ISRs of tps changed, so that the
 	// controller tells every broker (clients read the ISR in Metadata).
 	NotifyIsrChange(tps []commitlog.TopicPartition) error

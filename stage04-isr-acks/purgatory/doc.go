@@ -29,7 +29,7 @@
 // first one is due. A due bucket of a higher wheel is emptied into the
 // wheels below (its deadlines are now near), so each deadline moves down at
 // most once per wheel and fires within one 1 ms tick of its time. Thirty
-// seconds of pending timeouts cost three wheels and one heap entry per
+// seconds of pending timeouts cost four wheels and one heap entry per
 // non-empty bucket, whatever the number of operations.
 //
 // Files, in reading order: operation.go (what an operation is), purgatory.go

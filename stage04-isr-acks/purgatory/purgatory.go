@@ -109,14 +109,8 @@ func (p *Purgatory[K]) TryCompleteElseWatch(op Operation, timeout time.Duration,
 		d.finish(false)
 		return true
 	}
-	select {
-	case <-p.stop:
-		d.expire() // shut down: nothing will expire it later
-		return false
-	default:
-	}
 	if !p.timer.add(d.entry) {
-		d.expire() // due already (a timeout under one tick)
+		d.expire() // due already (a timeout under one tick), or shut down
 	} else if d.completed.Load() {
 		d.entry.remove() // completed while being added: do not keep its deadline
 	}
@@ -259,7 +253,7 @@ func (p *Purgatory[K]) Shutdown() {
 		close(p.stop)
 	}
 	<-p.done
-	for _, d := range p.timer.advance(1<<62 - 1) {
+	for _, d := range p.timer.close() {
 		d.expire()
 	}
 }

@@ -20,8 +20,9 @@ type timer struct {
 	queue   *delayQueue
 	counter atomic.Int64 // entries linked into buckets
 
-	mu    sync.RWMutex // write-held while the wheels advance
-	wheel *timingWheel // the 1 ms wheel; the others hang off it
+	mu     sync.RWMutex // write-held while the wheels advance
+	wheel  *timingWheel // the 1 ms wheel; the others hang off it
+	closed bool         // set by close: nothing will advance the wheels again. Protected by mu.
 }
 
 func newTimer(startMs int64) *timer {
@@ -35,16 +36,31 @@ func newTimer(startMs int64) *timer {
 func (t *timer) add(e *timerEntry) bool {
 	t.mu.RLock()
 	defer t.mu.RUnlock()
-	return t.wheel.add(e)
+	return !t.closed && t.wheel.add(e)
+}
+
+// close empties the wheels, returning every pending operation, and makes
+// later adds report false (their callers expire them at once): an
+// operation added while the purgatory shuts down is not left on wheels
+// nobody will turn.
+func (t *timer) close() []*delayed {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.closed = true
+	return t.advanceLocked(1<<62 - 1)
 }
 
 // advance flushes every bucket due at now, moving each deadline down to a
 // lower wheel or, if it is due, into the returned list. The caller expires
 // those after the lock is released, so OnComplete never runs under it.
 func (t *timer) advance(now int64) []*delayed {
-	var due []*delayed
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	return t.advanceLocked(now)
+}
+
+func (t *timer) advanceLocked(now int64) []*delayed {
+	var due []*delayed
 	for b := t.queue.poll(now); b != nil; b = t.queue.poll(now) {
 		t.wheel.advance(b.expiration.Load())
 		b.flush(func(e *timerEntry) {

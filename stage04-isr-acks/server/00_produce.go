@@ -74,8 +74,9 @@ type pendingPartition struct {
 
 // TryComplete settles each partition it can, as Kafka's
 // Partition.checkEnoughReplicasReachOffset: a lost leadership answers
-// NOT_LEADER_OR_FOLLOWER (even if this broker leads again at a newer
-// epoch, the batch may have been truncated away in between); a high
+// NOT_LEADER_OR_FOLLOWER (Partition.StillLeadsBatch: a leader epoch bumped
+// with the same leader keeps waiting, as in Kafka; a leadership lost and
+// won back may have truncated the batch, so it does not); a high
 // watermark past the batch answers success, or
 // NOT_ENOUGH_REPLICAS_AFTER_APPEND if the ISR is now below
 // min.insync.replicas. It is done when every partition is settled.
@@ -88,7 +89,7 @@ func (d *delayedProduce) TryComplete() bool {
 		}
 		v, leads := pp.p.LeaderView()
 		switch {
-		case !leads || v.LeaderEpoch != pp.epoch:
+		case !leads || !pp.p.StillLeadsBatch(pp.required-1, pp.epoch):
 			pp.out.ErrorCode, pp.settled = kerr.NotLeaderForPartition.Code, true
 		case v.HighWatermark >= pp.required && len(v.ISR) < pp.minISR:
 			pp.out.ErrorCode, pp.settled = kerr.NotEnoughReplicasAfterAppend.Code, true

@@ -46,7 +46,7 @@ func New(cfg Config, opts Options) (*Server, error) {
 		Produces: purgatory.New[commitlog.TopicPartition]("Produce", purgatory.Options{}),
 		Fetches:  purgatory.New[commitlog.TopicPartition]("Fetch", purgatory.Options{})}
 	l := &listener{}
-	base, err := server.New(cfg.Config, server.Options{Logger: opts.Logger, Quorum: isr.Quorum{}, Listener: l})
+	base, err := server.New(cfg.Config, server.Options{Logger: opts.Logger, Quorum: isr.Quorum{}, Listener: l, LagTimeMax: cfg.LagTimeMax})
 	if err != nil {
 		s.Produces.Shutdown()
 		s.Fetches.Shutdown()
@@ -63,13 +63,17 @@ func New(cfg Config, opts Options) (*Server, error) {
 	// shutdown, which waits for in-flight requests, is not held up. This
 	// is done here, not in a Start of this type, so that whoever starts
 	// the embedded stage 03 server (the cluster harness) gets both.
+	// Registered with Delay, so that the broker's Shutdown (whoever calls
+	// it) waits for this teardown: the waiting requests first, since the
+	// network layer's drain waits for them, then the ISR loop, whose store
+	// write in progress may be slow (ZooKeeper, stage 05).
 	s.ISR.Start()
-	go func() {
+	s.Delay(func() {
 		<-s.ShuttingDown()
-		s.ISR.Close()
 		s.Produces.Shutdown()
 		s.Fetches.Shutdown()
-	}()
+		s.ISR.Close()
+	})
 	return s, nil
 }
 
