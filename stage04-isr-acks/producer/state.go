@@ -1,0 +1,194 @@
+package producer
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"sync"
+)
+
+// Errors of Check, each a Kafka error code.
+var (
+	// ErrOutOfOrderSequence: the batch's first sequence does not follow
+	// the producer's last (OUT_OF_ORDER_SEQUENCE_NUMBER, 45), or a new
+	// epoch does not start at 0.
+	ErrOutOfOrderSequence = errors.New("producer: out of order sequence number")
+	// ErrInvalidProducerEpoch: the batch's epoch is older than the
+	// producer's (INVALID_PRODUCER_EPOCH, 47): a zombie producer.
+	ErrInvalidProducerEpoch = errors.New("producer: producer epoch is older than the current one")
+)
+
+// Kafka's sentinels for "none".
+const (
+	NoProducerID    int64 = -1
+	NoProducerEpoch int16 = -1
+	NoSequence      int32 = -1
+)
+
+// BatchesKept is how many of a producer's last batches a partition
+// remembers: the most a producer may have in flight (Kafka's
+// ProducerStateEntry.NumBatchesToRetain; max.in.flight.requests.per.connection
+// must be at most 5 for idempotence).
+const BatchesKept = 5
+
+// Batch is what a partition remembers of one appended batch.
+type Batch struct {
+	FirstSeq, LastSeq       int32
+	FirstOffset, LastOffset int64
+	Timestamp               int64 // the batch's max timestamp
+}
+
+// Entry is one producer's state in a partition.
+type Entry struct {
+	ProducerID int64
+	Epoch      int16
+	// Batches are the last BatchesKept batches, oldest first. Invariant:
+	// consecutive in sequence, all of Epoch.
+	Batches []Batch
+}
+
+// LastSeq is the sequence of the producer's last record, or NoSequence.
+func (e *Entry) LastSeq() int32 {
+	if len(e.Batches) == 0 {
+		return NoSequence
+	}
+	return e.Batches[len(e.Batches)-1].LastSeq
+}
+
+// duplicate returns the remembered batch with exactly this sequence range.
+func (e *Entry) duplicate(epoch int16, firstSeq, lastSeq int32) (Batch, bool) {
+	if epoch != e.Epoch {
+		return Batch{}, false
+	}
+	for _, b := range e.Batches {
+		if b.FirstSeq == firstSeq && b.LastSeq == lastSeq {
+			return b, true
+		}
+	}
+	return Batch{}, false
+}
+
+// InSequence reports whether next follows last: last+1, wrapping from
+// MaxInt32 to 0 as Kafka's sequences do.
+func InSequence(last, next int32) bool {
+	return int64(next) == int64(last)+1 || (next == 0 && last == math.MaxInt32)
+}
+
+// State is one partition's producer state. It is safe for concurrent use;
+// the leader calls Check and Append under the lock that orders its appends,
+// so that the check and the append it allows are one step.
+type State struct {
+	mu        sync.Mutex
+	producers map[int64]*Entry // Protected by mu.
+}
+
+// NewState returns an empty state.
+func NewState() *State { return &State{producers: map[int64]*Entry{}} }
+
+// Check decides whether a producer's batch may be appended, as Kafka's
+// Log.analyzeAndValidateProducerState and ProducerAppendInfo do for a
+// client's batch:
+//
+//   - a batch with a sequence range already among the producer's last
+//     five, at its epoch, is a duplicate: Check returns it, and the caller
+//     answers with its offsets and appends nothing;
+//   - an epoch older than the producer's: ErrInvalidProducerEpoch;
+//   - a newer epoch must start at sequence 0: else ErrOutOfOrderSequence;
+//   - at the same epoch the first sequence must follow the last:
+//     else ErrOutOfOrderSequence;
+//   - a producer the partition knows nothing of (new, or its batches
+//     removed by retention) is accepted at any sequence (KIP-360, Kafka
+//     2.5).
+func (s *State) Check(pid int64, epoch int16, firstSeq, lastSeq int32) (dup *Batch, err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	e, ok := s.producers[pid]
+	if !ok {
+		return nil, nil
+	}
+	if b, ok := e.duplicate(epoch, firstSeq, lastSeq); ok {
+		return &b, nil
+	}
+	switch {
+	case epoch < e.Epoch:
+		return nil, fmt.Errorf("%w: producer %d sent epoch %d, the partition has seen %d", ErrInvalidProducerEpoch, pid, epoch, e.Epoch)
+	case epoch > e.Epoch:
+		if firstSeq != 0 {
+			return nil, fmt.Errorf("%w: producer %d's new epoch %d starts at sequence %d, not 0", ErrOutOfOrderSequence, pid, epoch, firstSeq)
+		}
+	case e.LastSeq() != NoSequence && !InSequence(e.LastSeq(), firstSeq):
+		return nil, fmt.Errorf("%w: producer %d sent sequence %d after %d", ErrOutOfOrderSequence, pid, firstSeq, e.LastSeq())
+	}
+	return nil, nil
+}
+
+// Append records an appended batch: by the leader after Check allowed it,
+// by a follower for every batch it copies, and when the state is rebuilt
+// from the log. A newer epoch starts the producer's window afresh.
+func (s *State) Append(pid int64, epoch int16, b Batch) {
+	if pid == NoProducerID {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	e, ok := s.producers[pid]
+	if !ok || epoch > e.Epoch {
+		e = &Entry{ProducerID: pid, Epoch: epoch}
+		s.producers[pid] = e
+	}
+	e.Batches = append(e.Batches, b)
+	if len(e.Batches) > BatchesKept {
+		e.Batches = append(e.Batches[:0], e.Batches[len(e.Batches)-BatchesKept:]...)
+	}
+}
+
+// TruncateFrom forgets the batches at or after offset, when the log is
+// truncated there (a follower diverging from its leader, KIP-101); a
+// producer left with none is forgotten.
+func (s *State) TruncateFrom(offset int64) {
+	s.forget(func(b Batch) bool { return b.LastOffset >= offset })
+}
+
+// RemoveBefore forgets the batches that end before the log's new start,
+// when retention deleted them; a producer left with none is forgotten, and
+// its next batch is accepted at any sequence.
+func (s *State) RemoveBefore(logStart int64) {
+	s.forget(func(b Batch) bool { return b.LastOffset < logStart })
+}
+
+func (s *State) forget(drop func(Batch) bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for pid, e := range s.producers {
+		kept := e.Batches[:0]
+		for _, b := range e.Batches {
+			if !drop(b) {
+				kept = append(kept, b)
+			}
+		}
+		e.Batches = kept
+		if len(kept) == 0 {
+			delete(s.producers, pid)
+		}
+	}
+}
+
+// Entry returns a copy of a producer's state.
+func (s *State) Entry(pid int64) (Entry, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	e, ok := s.producers[pid]
+	if !ok {
+		return Entry{}, false
+	}
+	out := *e
+	out.Batches = append([]Batch(nil), e.Batches...)
+	return out, true
+}
+
+// Len is the number of producers the partition knows.
+func (s *State) Len() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.producers)
+}
