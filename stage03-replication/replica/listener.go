@@ -13,6 +13,16 @@ type Listener interface {
 	// FollowerFetched: the leader recorded a follower's fetch position
 	// (once per fetch request, when it is read).
 	FollowerFetched(p *Partition, follower int32)
+	// Replicated: a follower appended these whole batches, copied from
+	// its leader; calls come in log order (one fetcher per partition).
+	// Stage 04 builds the producer state from them, as a leader does from
+	// its own appends, so that a follower that becomes leader knows its
+	// producers.
+	Replicated(p *Partition, batches []byte)
+	// Truncated: the log was cut back to end (a follower diverging from
+	// its leader), or emptied and restarted at end (a follower starting
+	// over at its leader's log start).
+	Truncated(p *Partition, end int64)
 	// StateChanged: the partition became leader or follower, changed
 	// leader epoch or ISR, or stopped; its high watermark may have moved
 	// too. For LeaderAndIsr and StopReplica the Manager calls it once it
@@ -27,4 +37,6 @@ type NopListener struct{}
 func (NopListener) Appended(*Partition)               {}
 func (NopListener) HighWatermarkAdvanced(*Partition)  {}
 func (NopListener) FollowerFetched(*Partition, int32) {}
+func (NopListener) Replicated(*Partition, []byte)     {}
+func (NopListener) Truncated(*Partition, int64)       {}
 func (NopListener) StateChanged(*Partition)           {}

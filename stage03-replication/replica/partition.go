@@ -544,6 +544,7 @@ func (p *Partition) AppendAsFollower(records []byte, leaderHW int64) (int64, err
 	}
 	p.mu.Unlock()
 	if len(whole) > 0 {
+		p.listener.Replicated(p, whole)
 		p.listener.Appended(p)
 	}
 	if advanced {
@@ -586,6 +587,7 @@ func (p *Partition) TruncateTo(offset int64) error {
 	p.mu.Lock()
 	p.highWatermark = min(p.highWatermark, end)
 	p.mu.Unlock()
+	p.listener.Truncated(p, end)
 	return nil
 }
 
@@ -601,5 +603,6 @@ func (p *Partition) TruncateFullyAndStartAt(offset int64) error {
 	p.mu.Lock()
 	p.highWatermark = offset
 	p.mu.Unlock()
+	p.listener.Truncated(p, offset)
 	return nil
 }

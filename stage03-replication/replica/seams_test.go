@@ -25,8 +25,9 @@ func (inSyncOnly) Counted(local int32, _, isr []int32) []int32 {
 // recorder is a Listener that reads the partition back from inside each
 // call, which deadlocks if a call is made with the partition's lock held.
 type recorder struct {
-	mu     sync.Mutex
-	events []string
+	NopListener // Replicated and Truncated: TestListenerHearsOfReplicationAndTruncation
+	mu          sync.Mutex
+	events      []string
 }
 
 func (r *recorder) add(p *Partition, what string) {
@@ -289,4 +290,35 @@ func TestAFollowerCatchingUpBoundsTheHighWatermark(t *testing.T) {
 	_, _, err = p.AppendAsLeader(batch(t, "f"))
 	require.NoError(t, err)
 	require.Equal(t, int64(6), p.HighWatermark(), "follower 1 has not caught up for longer than the lag: it no longer counts")
+}
+
+// batchRecorder records what a follower's log gains and loses.
+type batchRecorder struct {
+	NopListener
+	replicated int
+	truncated  []int64
+}
+
+func (r *batchRecorder) Replicated(_ *Partition, batches []byte) { r.replicated += len(batches) }
+func (r *batchRecorder) Truncated(_ *Partition, end int64)       { r.truncated = append(r.truncated, end) }
+
+func TestListenerHearsOfReplicationAndTruncation(t *testing.T) {
+	leader := newTestPartition(t, noFollowers{}, newClock())
+	require.NoError(t, leader.MakeLeader(leaderState(0, 0)))
+	var data []byte
+	for range 3 {
+		b := batch(t, "a", "b")
+		_, _, err := leader.AppendAsLeader(b)
+		require.NoError(t, err)
+		data = append(data, b...)
+	}
+	rec := &batchRecorder{}
+	f := newListenedPartition(t, AllReplicas{}, rec)
+	require.NoError(t, f.MakeFollower(LeaderAndIsrState{Leader: 1, LeaderEpoch: 0, Replicas: []int32{1, 0}}))
+	_, err := f.AppendAsFollower(data[:len(data)-5], 6) // the last batch is partial: left for the next fetch
+	require.NoError(t, err)
+	require.Equal(t, len(data)/3*2, rec.replicated, "the whole batches only")
+	require.NoError(t, f.TruncateTo(2))
+	require.NoError(t, f.TruncateFullyAndStartAt(9))
+	require.Equal(t, []int64{2, 9}, rec.truncated)
 }

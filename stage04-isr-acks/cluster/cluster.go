@@ -31,6 +31,7 @@ import (
 	base "github.com/kafkaworkbook/workbook/stage03-replication/cluster"
 	s3 "github.com/kafkaworkbook/workbook/stage03-replication/server"
 	"github.com/kafkaworkbook/workbook/stage04-isr-acks/isr"
+	"github.com/kafkaworkbook/workbook/stage04-isr-acks/producer"
 	"github.com/kafkaworkbook/workbook/stage04-isr-acks/server"
 )
 
@@ -99,7 +100,7 @@ func (c *Cluster) newServer(props map[string]string, logger *slog.Logger) (*s3.S
 	if err != nil {
 		return nil, err
 	}
-	s, err := server.New(cfg, server.Options{Logger: logger, States: c.States})
+	s, err := server.New(cfg, server.Options{Logger: logger, States: c.States, ProducerIDs: idBlockNode{c.States}})
 	if err != nil {
 		return nil, err
 	}
@@ -218,6 +219,32 @@ func (c *Cluster) Close() error {
 	close(c.stop)
 	<-c.done
 	return c.Cluster.Close()
+}
+
+// idBlockNode keeps /latest_producer_id_block in the MemoryStore, shared by
+// every broker, with conditional writes (producer.Node).
+type idBlockNode struct{ m *isr.MemoryStore }
+
+func (n idBlockNode) Get() ([]byte, int32, bool, error) {
+	data, v, err := n.m.Get(producer.BlockPath)
+	if errors.Is(err, isr.ErrNoNode) {
+		return nil, 0, false, nil
+	}
+	return data, v, err == nil, err
+}
+
+func (n idBlockNode) Create(data []byte) error {
+	if err := n.m.Create(producer.BlockPath, data); err != nil {
+		return fmt.Errorf("%w: %w", producer.ErrConflict, err)
+	}
+	return nil
+}
+
+func (n idBlockNode) Set(data []byte, version int32) error {
+	if _, err := n.m.Set(producer.BlockPath, data, version); err != nil {
+		return fmt.Errorf("%w: %w", producer.ErrConflict, err)
+	}
+	return nil
 }
 
 // stateStore keeps the controller's partition states in the MemoryStore as

@@ -78,8 +78,21 @@ func InSequence(last, next int32) bool {
 // the leader calls Check and Append under the lock that orders its appends,
 // so that the check and the append it allows are one step.
 type State struct {
+	// appendMu makes a leader's Check, its log append and its Append one
+	// step (Serialize); mu guards the map.
+	appendMu  sync.Mutex
 	mu        sync.Mutex
 	producers map[int64]*Entry // Protected by mu.
+}
+
+// Serialize runs f, which checks a batch, appends it to the log and
+// records it, with no other Serialize running: two retries of one batch
+// arriving on two connections must not both pass Check (Kafka holds the
+// log's lock across the same steps).
+func (s *State) Serialize(f func()) {
+	s.appendMu.Lock()
+	defer s.appendMu.Unlock()
+	f()
 }
 
 // NewState returns an empty state.

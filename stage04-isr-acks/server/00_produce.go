@@ -1,15 +1,18 @@
 package server
 
 import (
+	"errors"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kafkaworkbook/workbook/stage01-log/commitlog"
+	"github.com/kafkaworkbook/workbook/stage01-log/record"
 	"github.com/kafkaworkbook/workbook/stage02-reactor/broker"
 	"github.com/kafkaworkbook/workbook/stage03-replication/replica"
 	"github.com/kafkaworkbook/workbook/stage03-replication/server"
+	"github.com/kafkaworkbook/workbook/stage04-isr-acks/producer"
 )
 
 // Produce (key 0), v3-v9: stage 03's replicated produce, with acks as
@@ -41,7 +44,7 @@ func (a appender) AppendRecords(r *broker.Request, acks int16, timeout time.Dura
 		if acks == -1 {
 			minISR = a.s.topics.get(part.Topic).MinInsyncReplicas
 		}
-		p, last, epoch := base.AppendPartition(part, minISR)
+		p, last, epoch := a.appendPartition(base, part, minISR)
 		if p != nil && acks == -1 {
 			op.parts = append(op.parts, pendingPartition{p: p, out: part.Response,
 				required: last + 1, epoch: epoch, minISR: minISR})
@@ -53,6 +56,53 @@ func (a appender) AppendRecords(r *broker.Request, acks int16, timeout time.Dura
 		return
 	}
 	a.s.Produces.TryCompleteElseWatch(op, timeout, keys...)
+}
+
+// appendPartition appends one partition's batch with stage 03's
+// AppendPartition, and for an idempotent producer's batch (producer id >=
+// 0) first checks it against the partition's producer state, as Kafka's
+// Log.analyzeAndValidateProducerState: a retry of a batch already in the
+// log is answered with its offsets and not appended again (and, for
+// acks=all, waits like the original for the high watermark to pass it); a
+// gap in the sequence answers OUT_OF_ORDER_SEQUENCE_NUMBER, an older epoch
+// INVALID_PRODUCER_EPOCH. The check, the append and the recording are one
+// step (State.Serialize).
+func (a appender) appendPartition(base server.ReplicaAppender, part broker.ProducePartition, minISR int) (p *replica.Partition, last int64, epoch int32) {
+	h, err := record.ReadHeader(part.Request.Records)
+	p, ok := a.s.Replicas.Partition(part.Topic, part.Request.Partition)
+	if err != nil || h.ProducerID < 0 || !ok {
+		return base.AppendPartition(part, minISR) // not idempotent, or refused there
+	}
+	st, _, err := a.s.producers.get(p)
+	if err != nil {
+		part.Response.ErrorCode = kerr.KafkaStorageError.Code
+		a.s.Logger().Error("producer state", "partition", p.TopicPartition, "err", err)
+		return nil, 0, 0
+	}
+	b := batchOf(&h)
+	st.Serialize(func() {
+		if err := p.CheckLeader(-1); err != nil {
+			part.Response.ErrorCode = replica.ErrorCode(err)
+			p = nil
+			return
+		}
+		dup, err := st.Check(h.ProducerID, h.ProducerEpoch, b.FirstSeq, b.LastSeq)
+		switch {
+		case errors.Is(err, producer.ErrOutOfOrderSequence):
+			part.Response.ErrorCode, p = kerr.OutOfOrderSequenceNumber.Code, nil
+		case errors.Is(err, producer.ErrInvalidProducerEpoch):
+			part.Response.ErrorCode, p = kerr.InvalidProducerEpoch.Code, nil
+		case dup != nil:
+			part.Response.BaseOffset, part.Response.LogStartOffset = dup.FirstOffset, p.Log.StartOffset()
+			last, epoch = dup.LastOffset, p.Epochs.EpochForOffset(dup.LastOffset)
+		default:
+			if p, last, epoch = base.AppendPartition(part, minISR); p != nil {
+				b.FirstOffset, b.LastOffset = part.Response.BaseOffset, last
+				st.Append(h.ProducerID, h.ProducerEpoch, b)
+			}
+		}
+	})
+	return p, last, epoch
 }
 
 // delayedProduce is Kafka's DelayedProduce: an acks=all produce waiting

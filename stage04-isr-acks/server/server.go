@@ -3,12 +3,14 @@ package server
 import (
 	"context"
 	"log/slog"
+	"path/filepath"
 
 	"github.com/kafkaworkbook/workbook/stage01-log/commitlog"
 	"github.com/kafkaworkbook/workbook/stage02-reactor/broker"
 	"github.com/kafkaworkbook/workbook/stage03-replication/replica"
 	"github.com/kafkaworkbook/workbook/stage03-replication/server"
 	"github.com/kafkaworkbook/workbook/stage04-isr-acks/isr"
+	"github.com/kafkaworkbook/workbook/stage04-isr-acks/producer"
 	"github.com/kafkaworkbook/workbook/stage04-isr-acks/purgatory"
 )
 
@@ -19,6 +21,10 @@ type Options struct {
 	// real cluster (stage 05), an isr.MemoryStore shared with the test
 	// harness's controller here. Required.
 	States isr.StateStore
+	// ProducerIDs is where producer id blocks are claimed
+	// (/latest_producer_id_block): shared by every broker of a cluster;
+	// nil: a file in the log directory, right for a single broker.
+	ProducerIDs producer.Node
 }
 
 // Server is a stage 03 broker whose high watermark counts the ISR, whose
@@ -33,8 +39,10 @@ type Server struct {
 	Produces *purgatory.Purgatory[commitlog.TopicPartition]
 	Fetches  *purgatory.Purgatory[commitlog.TopicPartition]
 
-	cfg    Config
-	topics topicConfigs
+	cfg       Config
+	topics    topicConfigs
+	producers producerStates
+	ids       *producer.Allocator
 }
 
 // New builds a server; nothing listens until Start.
@@ -55,7 +63,12 @@ func New(cfg Config, opts Options) (*Server, error) {
 	s.Server = base
 	s.ISR = isr.NewManager(cfg.Replica.BrokerID, base.Replicas, opts.States, cfg.LagTimeMax, isr.Options{Logger: opts.Logger})
 	l.s = s // before Start: no partition exists yet, so nothing has called l
+	if opts.ProducerIDs == nil {
+		opts.ProducerIDs = producer.FileNode{Path: filepath.Join(cfg.Broker.LogDir, "producer-id-block")}
+	}
+	s.ids = producer.NewAllocator(cfg.Replica.BrokerID, opts.ProducerIDs)
 	s.Register(s.produceAPI())
+	s.Register(s.initProducerIDAPI())
 	s.Register(broker.FetchAPIWith(server.NewReplicaSource(base), fetchWaiter{s}))
 	// The ISR shrinks on a timer from now on (it has nothing to do until
 	// LeaderAndIsr makes this broker a leader). Once the broker begins
@@ -111,6 +124,26 @@ func (l *listener) Appended(p *replica.Partition) { l.s.Fetches.CheckAndComplete
 func (l *listener) HighWatermarkAdvanced(p *replica.Partition) {
 	l.s.Produces.CheckAndComplete(p.TopicPartition)
 	l.s.Fetches.CheckAndComplete(p.TopicPartition)
+}
+
+// Replicated: a follower keeps its producers' state from what it copies.
+func (l *listener) Replicated(p *replica.Partition, batches []byte) {
+	st, built, err := l.s.producers.get(p)
+	if err != nil {
+		l.s.Logger().Error("producer state", "partition", p.TopicPartition, "err", err)
+		return
+	}
+	if !built { // a state built now read these batches from the log already
+		observe(st, batches)
+	}
+}
+
+// Truncated: the batches cut from the log leave the producer state.
+func (l *listener) Truncated(p *replica.Partition, end int64) {
+	if st, _, err := l.s.producers.get(p); err == nil {
+		st.TruncateFrom(end)
+		st.RemoveBefore(p.Log.StartOffset()) // a follower starting over forgets everything before
+	}
 }
 
 // FollowerFetched: the follower may have caught up enough to rejoin.

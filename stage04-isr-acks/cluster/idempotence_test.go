@@ -1,0 +1,199 @@
+package cluster
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kafkaworkbook/workbook/stage01-log/record"
+	"github.com/kafkaworkbook/workbook/stage04-isr-acks/producer"
+)
+
+// initProducerID asks broker id for a producer id, as an idempotent
+// client does before its first produce.
+func (tc *testCluster) initProducerID(id int32) (int64, int16) {
+	tc.t.Helper()
+	req := kmsg.NewPtrInitProducerIDRequest()
+	req.TransactionTimeoutMillis = 60_000
+	resp, err := req.RequestWith(context.Background(), tc.client(kgo.AllISRAcks()).Broker(int(id)))
+	require.NoError(tc.t, err)
+	require.Zero(tc.t, resp.ErrorCode)
+	return resp.ProducerID, resp.ProducerEpoch
+}
+
+// produceIdempotent sends one idempotent batch of n records straight to
+// the leader with acks=all and returns its error code and base offset.
+func (tc *testCluster) produceIdempotent(pid int64, epoch int16, seq int32, n int) (int16, int64) {
+	tc.t.Helper()
+	b := record.NewBatch(time.Now().UnixMilli())
+	b.ProducerID, b.ProducerEpoch, b.BaseSequence = pid, epoch, seq
+	for i := range n {
+		b.Records = append(b.Records, record.Record{OffsetDelta: int32(i), Value: []byte(fmt.Sprintf("seq-%d", int(seq)+i))})
+	}
+	batch, err := record.AppendBatch(nil, b)
+	require.NoError(tc.t, err)
+	req := kmsg.NewPtrProduceRequest()
+	req.Acks, req.TimeoutMillis = -1, 10_000
+	req.Topics = []kmsg.ProduceRequestTopic{{Topic: tc.tp.Topic, Partitions: []kmsg.ProduceRequestTopicPartition{
+		{Partition: tc.tp.Partition, Records: batch}}}}
+	resp, err := req.RequestWith(context.Background(), tc.client(kgo.AllISRAcks()).Broker(0))
+	require.NoError(tc.t, err)
+	p := resp.Topics[0].Partitions[0]
+	return p.ErrorCode, p.BaseOffset
+}
+
+func TestInitProducerIDHandsOutIDsFromBlocksSharedByTheBrokers(t *testing.T) {
+	tc := startCluster(t, nil)
+	seen := map[int64]bool{}
+	for _, id := range []int32{0, 1, 2, 0} {
+		pid, epoch := tc.initProducerID(id)
+		require.Zero(t, epoch)
+		require.False(t, seen[pid], "producer id %d handed out twice", pid)
+		seen[pid] = true
+	}
+	data, _, err := tc.States.Get(producer.BlockPath)
+	require.NoError(t, err)
+	require.Contains(t, string(data), `"block_start":"2000","block_end":"2999"`, "three brokers, three blocks")
+
+	req := kmsg.NewPtrInitProducerIDRequest()
+	req.TransactionalID = kmsg.StringPtr("payments")
+	resp, err := req.RequestWith(context.Background(), tc.client(kgo.AllISRAcks()).Broker(0))
+	require.NoError(t, err)
+	require.Equal(t, kerr.InvalidRequest.Code, resp.ErrorCode, "transactions are out of scope")
+}
+
+// TestARetriedBatchIsAnsweredWithItsOriginalOffset: seed §1.4's retry after
+// a failed acks=all send, made safe: the same batch sent again (its
+// response was lost) is not appended twice; a gap and a zombie epoch are
+// refused.
+func TestARetriedBatchIsAnsweredWithItsOriginalOffset(t *testing.T) {
+	tc := startCluster(t, nil)
+	pid, epoch := tc.initProducerID(0)
+	code, first := tc.produceIdempotent(pid, epoch, 0, 3)
+	require.Zero(t, code)
+	code, _ = tc.produceIdempotent(pid, epoch, 3, 2)
+	require.Zero(t, code)
+	end := tc.logEnd(0)
+
+	code, again := tc.produceIdempotent(pid, epoch, 0, 3) // the retry
+	require.Zero(t, code)
+	require.Equal(t, first, again, "answered with the original offset")
+	require.Equal(t, end, tc.logEnd(0), "and not appended again")
+
+	code, _ = tc.produceIdempotent(pid, epoch, 9, 1)
+	require.Equal(t, kerr.OutOfOrderSequenceNumber.Code, code, "sequences 5-8 are missing")
+	code, _ = tc.produceIdempotent(pid, epoch+1, 0, 1) // a new epoch starts at 0
+	require.Zero(t, code)
+	code, _ = tc.produceIdempotent(pid, epoch, 5, 1)
+	require.Equal(t, kerr.InvalidProducerEpoch.Code, code, "the old epoch is fenced")
+	require.Equal(t, end+1, tc.logEnd(0))
+}
+
+// TestLeaderMovesUnderAnIdempotentProducerLoseAndDuplicateNothing: the
+// duplicate seed §1.4's retry would make, forced each round: franz-go
+// (idempotent by default) produces with acks=all while one follower is
+// paused, so its batches are appended and copied by the other follower but
+// not acknowledged; the leadership then moves to that other follower, the
+// old leader answers NOT_LEADER_OR_FOLLOWER, and franz-go retries on the new
+// leader, which already has the batches. It learned the producer's state by
+// replicating them, so it answers each retry with the original offsets:
+// every record is there exactly once, in order. (Without the producer
+// state, each round appends its batches twice.)
+func TestLeaderMovesUnderAnIdempotentProducerLoseAndDuplicateNothing(t *testing.T) {
+	tc := startCluster(t, map[string]string{"min.insync.replicas": "2"})
+	cl, err := kgo.NewClient(kgo.SeedBrokers(tc.Addrs()...), kgo.DefaultProduceTopic(tc.tp.Topic),
+		kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.RequiredAcks(kgo.AllISRAcks()),
+		kgo.MetadataMinAge(50*time.Millisecond), kgo.RetryBackoffFn(func(int) time.Duration { return 20 * time.Millisecond }))
+	require.NoError(t, err)
+	defer cl.Close()
+
+	var mu sync.Mutex
+	var failed error
+	var wg sync.WaitGroup
+	next := 0
+	produce := func(k int) {
+		for range k {
+			wg.Add(1)
+			cl.Produce(context.Background(), &kgo.Record{Value: []byte(strconv.Itoa(next))}, func(r *kgo.Record, err error) {
+				defer wg.Done()
+				mu.Lock()
+				defer mu.Unlock()
+				if err == nil && r.ProducerID < 0 {
+					err = fmt.Errorf("record %s was produced without idempotence", r.Value)
+				}
+				if err != nil {
+					failed = err
+				}
+			})
+			next++
+		}
+	}
+	leader := int32(0)
+	for range 3 {
+		successor, paused := (leader+1)%3, (leader+2)%3
+		tc.server(paused).Replicas.PauseFetching(true)
+		produce(50)
+		require.Eventually(t, func() bool {
+			end := tc.logEnd(leader)
+			return end == int64(next) && tc.logEnd(successor) == end
+		}, 20*time.Second, 5*time.Millisecond, "the successor copied every batch, none acknowledged")
+		require.NoError(t, tc.Controller.ElectLeader(tc.tp, successor))
+		tc.server(paused).Replicas.PauseFetching(false)
+		wg.Wait() // the retries, answered by the new leader
+		leader = successor
+	}
+	require.NoError(t, failed)
+
+	read := tc.readAll()
+	count := map[string]int{}
+	for _, v := range read {
+		count[v]++
+	}
+	dups := 0
+	for _, c := range count {
+		dups += c - 1
+	}
+	t.Logf("%d records acknowledged, %d read, %d duplicates", next, len(read), dups)
+	require.Zero(t, dups, "no record appended twice")
+	want := make([]string, next)
+	for i := range want {
+		want[i] = strconv.Itoa(i)
+	}
+	require.Equal(t, want, read, "every record once, in order")
+}
+
+// TestProducerStateIsRebuiltFromTheLogAfterARestart: a broker restarted
+// knows nothing in memory; the first use of a partition's producer state
+// reads it from the log, so a retry of a batch written before the restart
+// is still recognized.
+func TestProducerStateIsRebuiltFromTheLogAfterARestart(t *testing.T) {
+	tc := startCluster(t, nil)
+	pid, epoch := tc.initProducerID(0)
+	code, first := tc.produceIdempotent(pid, epoch, 0, 3)
+	require.Zero(t, code)
+	code, _ = tc.produceIdempotent(pid, epoch, 3, 3)
+	require.Zero(t, code)
+
+	require.NoError(t, tc.StopBroker(0))
+	require.NoError(t, tc.Controller.BrokerStopped(0))
+	require.NoError(t, tc.StartBroker(0))
+	require.NoError(t, tc.Controller.BrokerStarted(0))
+	tc.waitISR(1, 2, 0)
+	require.NoError(t, tc.Controller.ElectLeader(tc.tp, 0)) // broker 0 leads again, a new process
+	end := tc.logEnd(0)
+
+	code, again := tc.produceIdempotent(pid, epoch, 0, 3)
+	require.Zero(t, code)
+	require.Equal(t, first, again, "the retry is recognized after the restart")
+	require.Equal(t, end, tc.logEnd(0))
+	code, _ = tc.produceIdempotent(pid, epoch, 7, 1)
+	require.Equal(t, kerr.OutOfOrderSequenceNumber.Code, code, "and the sequence goes on from 5")
+}

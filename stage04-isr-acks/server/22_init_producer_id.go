@@ -1,0 +1,43 @@
+package server
+
+import (
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kafkaworkbook/workbook/stage02-reactor/broker"
+)
+
+// InitProducerId (key 22), v0-v4, as a Kafka 2.8 broker serves it for an
+// idempotent producer: a new producer id, from this broker's block
+// (producer.Allocator), at epoch 0. Any broker answers. v2 adds nothing
+// here, v3 the producer's current id and epoch (KIP-360: a transactional
+// producer asks to bump its epoch; an idempotent one gets a new id, as in
+// Kafka), v2+ is flexible from v2.
+//
+// Transactions are out of the course's scope: a request with a
+// transactional id is refused (INVALID_REQUEST), so a transactional
+// client fails at once with that error instead of writing records nobody
+// can commit.
+func (s *Server) initProducerIDAPI() broker.API {
+	return broker.API{Key: 22, MinVersion: 0, MaxVersion: 4, Handle: s.handleInitProducerID}
+}
+
+func (s *Server) handleInitProducerID(r *broker.Request) {
+	req := r.Body.(*kmsg.InitProducerIDRequest)
+	resp := kmsg.NewPtrInitProducerIDResponse()
+	resp.ProducerID, resp.ProducerEpoch = -1, -1
+	switch {
+	case req.TransactionalID != nil:
+		resp.ErrorCode = kerr.InvalidRequest.Code
+		s.Logger().Info("refused InitProducerId with a transactional id: transactions are not supported", "transactional_id", *req.TransactionalID)
+	default:
+		id, err := s.ids.Next()
+		if err != nil {
+			resp.ErrorCode = kerr.CoordinatorNotAvailable.Code // retriable: the block store may come back
+			s.Logger().Error("cannot allocate a producer id", "err", err)
+			break
+		}
+		resp.ProducerID, resp.ProducerEpoch = id, 0
+	}
+	r.Respond(resp)
+}
