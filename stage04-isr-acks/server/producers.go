@@ -39,6 +39,12 @@ func (ps *producerStates) get(p *replica.Partition) (*producer.State, bool, erro
 	return st, true, nil
 }
 
+// ProducerState returns a partition's producer state, building it from the
+// log on first use (and reporting whether this call did).
+func (s *Server) ProducerState(p *replica.Partition) (*producer.State, bool, error) {
+	return s.producers.get(p)
+}
+
 // batchOf is what the producer state keeps of a batch.
 func batchOf(h *record.BatchHeader) producer.Batch {
 	last := int32((int64(h.BaseSequence) + int64(h.LastOffsetDelta)) % (math.MaxInt32 + 1)) // sequences wrap to 0
