@@ -63,4 +63,3 @@ func (tc *testCluster) requireIdempotentBatches() {
 	require.NoError(tc.t, err)
 	require.Equal(tc.t, 1, st.Len(), "one producer, known to the partition")
 }
-
