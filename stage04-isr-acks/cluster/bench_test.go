@@ -109,6 +109,31 @@ func BenchmarkAcks(b *testing.B) {
 	}
 }
 
+// BenchmarkIdempotence: franz-go's idempotent producer (its default)
+// against the same producer with idempotence off, acks=all, replication
+// factor 3, taking turns chunk by chunk on one cluster; the aim is >= 0.95.
+// With idempotence franz-go may keep up to five requests in flight per
+// broker (without it, one); the broker checks each batch's sequence under
+// the partition's producer-state lock.
+//
+//	cd stage04-isr-acks && go test -run '^$' -bench Idempotence -benchtime 1x ./cluster
+func BenchmarkIdempotence(b *testing.B) {
+	c := benchCluster(b, b.TempDir(), nil)
+	defer c.Close()
+	idempotent := benchClient(b, c, kgo.AllISRAcks(), kgo.ProducerLinger(10*time.Millisecond)) // an option that keeps idempotence on
+	plain := benchClient(b, c, kgo.AllISRAcks())
+	var elapsed [2]time.Duration
+	for range b.N {
+		for i, d := range throughput(b, idempotent, plain) {
+			elapsed[i] += d
+		}
+	}
+	b.ReportMetric(float64(b.N*benchRecords)/elapsed[0].Seconds(), "idempotent-rec/s")
+	b.ReportMetric(float64(b.N*benchRecords)/elapsed[1].Seconds(), "plain-rec/s")
+	b.ReportMetric(float64(elapsed[1])/float64(elapsed[0]), "idempotent/plain")
+	b.ReportMetric(0, "ns/op")
+}
+
 // BenchmarkSlowFollower: acks=all latency at benchRate records per second
 // (min.insync.replicas=2, replica.lag.time.max.ms=1000) in three phases:
 //
@@ -200,11 +225,14 @@ func awaitISR(b *testing.B, c *Cluster, want ...int32) {
 // benchClient is a franz-go producer to benchTP with acks, idempotence off
 // and at most benchBuffered records buffered, whose connection and
 // metadata are ready: one record has gone through it.
-func benchClient(b *testing.B, c *Cluster, acks kgo.Acks) *kgo.Client {
+func benchClient(b *testing.B, c *Cluster, acks kgo.Acks, opts ...kgo.Opt) *kgo.Client {
 	b.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(c.Addrs()...), kgo.RequiredAcks(acks), kgo.DisableIdempotentWrite(),
+	if len(opts) == 0 {
+		opts = []kgo.Opt{kgo.DisableIdempotentWrite()}
+	}
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(c.Addrs()...), kgo.RequiredAcks(acks),
 		kgo.DefaultProduceTopic(benchTP.Topic), kgo.RecordPartitioner(kgo.ManualPartitioner()),
-		kgo.MaxBufferedRecords(benchBuffered))
+		kgo.MaxBufferedRecords(benchBuffered)}, opts...)...)
 	if err != nil {
 		b.Fatal(err)
 	}
