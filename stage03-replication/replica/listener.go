@@ -23,6 +23,9 @@ type Listener interface {
 	// its leader), or emptied and restarted at end (a follower starting
 	// over at its leader's log start).
 	Truncated(p *Partition, end int64)
+	// LogStartAdvanced: retention deleted the log's head up to start
+	// (stage 04 forgets the producers whose batches all went).
+	LogStartAdvanced(p *Partition, start int64)
 	// StateChanged: the partition became leader or follower, changed
 	// leader epoch or ISR, or stopped; its high watermark may have moved
 	// too. For LeaderAndIsr and StopReplica the Manager calls it once it
@@ -34,9 +37,10 @@ type Listener interface {
 // partition's Signals instead.
 type NopListener struct{}
 
-func (NopListener) Appended(*Partition)               {}
-func (NopListener) HighWatermarkAdvanced(*Partition)  {}
-func (NopListener) FollowerFetched(*Partition, int32) {}
-func (NopListener) Replicated(*Partition, []byte)     {}
-func (NopListener) Truncated(*Partition, int64)       {}
-func (NopListener) StateChanged(*Partition)           {}
+func (NopListener) Appended(*Partition)                {}
+func (NopListener) HighWatermarkAdvanced(*Partition)   {}
+func (NopListener) FollowerFetched(*Partition, int32)  {}
+func (NopListener) Replicated(*Partition, []byte)      {}
+func (NopListener) Truncated(*Partition, int64)        {}
+func (NopListener) LogStartAdvanced(*Partition, int64) {}
+func (NopListener) StateChanged(*Partition)            {}

@@ -323,6 +323,7 @@ func (m *Manager) StartOffsetAdvanced(tp commitlog.TopicPartition, _ *commitlog.
 	if err := p.Epochs.TruncateFromStart(start); err != nil {
 		m.logger.Error("leader epoch cache", "partition", tp, "err", err)
 	}
+	m.opts.Listener.LogStartAdvanced(p, start)
 }
 
 // PauseFetching stops (true) or restarts (false) every fetcher of this

@@ -177,7 +177,8 @@ func TestRetentionStopsAtTheHighWatermarkAndTrimsTheEpochCache(t *testing.T) {
 		StartOffsetAdvanced: func(tp commitlog.TopicPartition, l *commitlog.Log, start int64) { m.StartOffsetAdvanced(tp, l, start) }})
 	require.NoError(t, err)
 	t.Cleanup(func() { st.Close() })
-	m, err = NewManager(Config{BrokerID: 0, HighWatermarkCheckpointInterval: time.Hour}, st, Options{Logger: quiet})
+	rec := &batchRecorder{}
+	m, err = NewManager(Config{BrokerID: 0, HighWatermarkCheckpointInterval: time.Hour}, st, Options{Logger: quiet, Listener: rec})
 	require.NoError(t, err)
 	t.Cleanup(func() { m.Close() })
 
@@ -214,6 +215,7 @@ func TestRetentionStopsAtTheHighWatermarkAndTrimsTheEpochCache(t *testing.T) {
 	require.Equal(t, start, entries[0].StartOffset)
 	require.Equal(t, int32(start/20), entries[0].Epoch)
 	require.Equal(t, int32(2), entries[len(entries)-1].Epoch)
+	require.Equal(t, []int64{start}, rec.starts, "the listener hears of the new start")
 }
 
 // TestLeaderAndIsrDoesNotWaitOnAFetcherCheckingForAPause: LeaderAndIsr
@@ -297,6 +299,11 @@ type batchRecorder struct {
 	NopListener
 	replicated int
 	truncated  []int64
+	starts     []int64
+}
+
+func (r *batchRecorder) LogStartAdvanced(_ *Partition, start int64) {
+	r.starts = append(r.starts, start)
 }
 
 func (r *batchRecorder) Replicated(_ *Partition, batches []byte) { r.replicated += len(batches) }

@@ -146,6 +146,14 @@ func (l *listener) Truncated(p *replica.Partition, end int64) {
 	}
 }
 
+// LogStartAdvanced: a producer whose batches retention deleted is
+// forgotten, and its next batch is accepted at any sequence (KIP-360).
+func (l *listener) LogStartAdvanced(p *replica.Partition, start int64) {
+	if st, _, err := l.s.producers.get(p); err == nil {
+		st.RemoveBefore(start)
+	}
+}
+
 // FollowerFetched: the follower may have caught up enough to rejoin.
 func (l *listener) FollowerFetched(p *replica.Partition, follower int32) {
 	l.s.ISR.MaybeExpand(p, follower)
