@@ -3,6 +3,8 @@ package cluster
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strconv"
 	"sync"
 	"testing"
@@ -170,30 +172,44 @@ func TestLeaderMovesUnderAnIdempotentProducerLoseAndDuplicateNothing(t *testing.
 	require.Equal(t, want, read, "every record once, in order")
 }
 
-// TestProducerStateIsRebuiltFromTheLogAfterARestart: a broker restarted
-// knows nothing in memory; the first use of a partition's producer state
-// reads it from the log, so a retry of a batch written before the restart
-// is still recognized.
-func TestProducerStateIsRebuiltFromTheLogAfterARestart(t *testing.T) {
-	tc := startCluster(t, nil)
-	pid, epoch := tc.initProducerID(0)
-	code, first := tc.produceIdempotent(pid, epoch, 0, 3)
-	require.Zero(t, code)
-	code, _ = tc.produceIdempotent(pid, epoch, 3, 3)
-	require.Zero(t, code)
+// TestProducerStateSurvivesARestartWithAndWithoutASnapshot: a clean
+// shutdown writes a producer snapshot beside the segments; the restarted
+// broker starts from it (or, without it, or with a damaged one, from the
+// whole log) and still recognizes a retry. A snapshot keeps each
+// producer's last batch only, as Kafka's does: at a clean shutdown every
+// request was answered, so only the last batch can still be retried.
+func TestProducerStateSurvivesARestartWithAndWithoutASnapshot(t *testing.T) {
+	for _, tt := range []struct {
+		name  string
+		touch func(t *testing.T, path string)
+	}{
+		{"snapshot", func(*testing.T, string) {}},
+		{"no snapshot", func(t *testing.T, path string) { require.NoError(t, os.Remove(path)) }},
+		{"damaged snapshot", func(t *testing.T, path string) { require.NoError(t, os.WriteFile(path, []byte("garbage"), 0o644)) }},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			tc := startCluster(t, nil)
+			pid, epoch := tc.initProducerID(0)
+			code, first := tc.produceIdempotent(pid, epoch, 0, 3)
+			require.Zero(t, code)
+			code, _ = tc.produceIdempotent(pid, epoch, 3, 3)
+			require.Zero(t, code)
 
-	require.NoError(t, tc.StopBroker(0))
-	require.NoError(t, tc.Controller.BrokerStopped(0))
-	require.NoError(t, tc.StartBroker(0))
-	require.NoError(t, tc.Controller.BrokerStarted(0))
-	tc.waitISR(1, 2, 0)
-	require.NoError(t, tc.Controller.ElectLeader(tc.tp, 0)) // broker 0 leads again, a new process
-	end := tc.logEnd(0)
+			require.NoError(t, tc.StopBroker(0))
+			path := filepath.Join(tc.LogDir(0), tc.tp.String(), producer.SnapshotFileName(6))
+			require.FileExists(t, path, "written at the clean shutdown, at the log end")
+			tt.touch(t, path)
+			require.NoError(t, tc.Controller.BrokerStopped(0))
+			require.NoError(t, tc.StartBroker(0))
+			require.NoError(t, tc.Controller.BrokerStarted(0))
+			tc.waitISR(1, 2, 0)
+			require.NoError(t, tc.Controller.ElectLeader(tc.tp, 0))
 
-	code, again := tc.produceIdempotent(pid, epoch, 0, 3)
-	require.Zero(t, code)
-	require.Equal(t, first, again, "the retry is recognized after the restart")
-	require.Equal(t, end, tc.logEnd(0))
-	code, _ = tc.produceIdempotent(pid, epoch, 7, 1)
-	require.Equal(t, kerr.OutOfOrderSequenceNumber.Code, code, "and the sequence goes on from 5")
+			code, again := tc.produceIdempotent(pid, epoch, 3, 3)
+			require.Zero(t, code)
+			require.Equal(t, first+3, again, "the retry of the last batch is recognized")
+			code, _ = tc.produceIdempotent(pid, epoch, 7, 1)
+			require.Equal(t, kerr.OutOfOrderSequenceNumber.Code, code, "and the sequence goes on from 6")
+		})
+	}
 }

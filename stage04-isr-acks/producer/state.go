@@ -145,6 +145,9 @@ func (s *State) Append(pid int64, epoch int16, b Batch) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	e, ok := s.producers[pid]
+	if ok && len(e.Batches) > 0 && b.LastOffset <= e.Batches[len(e.Batches)-1].LastOffset {
+		return // already recorded: a snapshot taken while appends went on, then the log read after it
+	}
 	if !ok || epoch > e.Epoch {
 		e = &Entry{ProducerID: pid, Epoch: epoch}
 		s.producers[pid] = e

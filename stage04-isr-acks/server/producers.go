@@ -2,7 +2,12 @@ package server
 
 import (
 	"errors"
+	"log/slog"
 	"math"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
 	"sync"
 
 	"github.com/kafkaworkbook/workbook/stage01-log/commitlog"
@@ -16,8 +21,14 @@ import (
 // partition's state is first built by reading its log, so that it is the
 // same on every replica and survives a restart.
 type producerStates struct {
+	logger *slog.Logger
 	mu     sync.Mutex
-	states map[commitlog.TopicPartition]*producer.State // Protected by mu.
+	states map[commitlog.TopicPartition]*partitionProducers // Protected by mu.
+}
+
+type partitionProducers struct {
+	p  *replica.Partition
+	st *producer.State
 }
 
 // get returns p's state and whether this call built it from the log
@@ -25,18 +36,65 @@ type producerStates struct {
 func (ps *producerStates) get(p *replica.Partition) (*producer.State, bool, error) {
 	ps.mu.Lock()
 	defer ps.mu.Unlock()
-	if st, ok := ps.states[p.TopicPartition]; ok {
-		return st, false, nil
+	if pp, ok := ps.states[p.TopicPartition]; ok && pp.p == p {
+		return pp.st, false, nil
 	}
 	st := producer.NewState()
-	if err := rebuild(st, p.Log); err != nil {
+	if err := rebuild(st, p.Log, ps.logger); err != nil {
 		return nil, false, err
 	}
 	if ps.states == nil {
-		ps.states = map[commitlog.TopicPartition]*producer.State{}
+		ps.states = map[commitlog.TopicPartition]*partitionProducers{}
 	}
-	ps.states[p.TopicPartition] = st
+	ps.states[p.TopicPartition] = &partitionProducers{p: p, st: st}
 	return st, true, nil
+}
+
+// snapshot writes every partition's producer state to a snapshot file at
+// the log end read before the state (so the state holds at least what the
+// log held there; a restart reads the batches after it, and those already
+// recorded are skipped), and removes the older snapshots. Kafka writes one
+// at every segment roll and at a clean shutdown; this stage at a clean
+// shutdown.
+func (ps *producerStates) snapshot() {
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
+	for tp, pp := range ps.states {
+		end := pp.p.Log.EndOffset()
+		path := filepath.Join(pp.p.Log.Dir(), producer.SnapshotFileName(end))
+		if err := commitlog.WriteFileAtomic(path, pp.st.Snapshot()); err != nil {
+			ps.logger.Error("producer snapshot", "partition", tp, "err", err)
+			continue
+		}
+		removeSnapshots(pp.p.Log.Dir(), func(offset int64) bool { return offset != end }, ps.logger)
+	}
+}
+
+// snapshots lists a log directory's snapshot files by offset.
+func snapshots(dir string) map[int64]string {
+	out := map[int64]string{}
+	entries, _ := os.ReadDir(dir)
+	for _, e := range entries {
+		name, ok := strings.CutSuffix(e.Name(), ".snapshot")
+		if !ok {
+			continue
+		}
+		if offset, err := strconv.ParseInt(name, 10, 64); err == nil {
+			out[offset] = filepath.Join(dir, e.Name())
+		}
+	}
+	return out
+}
+
+// removeSnapshots deletes the snapshots whose offsets match.
+func removeSnapshots(dir string, match func(offset int64) bool, logger *slog.Logger) {
+	for offset, path := range snapshots(dir) {
+		if match(offset) {
+			if err := os.Remove(path); err != nil {
+				logger.Warn("removing a producer snapshot", "path", path, "err", err)
+			}
+		}
+	}
 }
 
 // ProducerState returns a partition's producer state, building it from the
@@ -66,12 +124,40 @@ func observe(st *producer.State, batches []byte) {
 	}
 }
 
-// rebuild reads every batch of the log into st. Kafka starts from the
-// latest producer snapshot; this stage reads the whole log (snapshots:
-// part 2's next step).
-func rebuild(st *producer.State, l *commitlog.Log) error {
+// rebuild loads the latest snapshot at or below the log end, if one reads
+// whole, and reads the batches after it into st (all of the log without
+// one), as Kafka's ProducerStateManager does at load.
+func rebuild(st *producer.State, l *commitlog.Log, logger *slog.Logger) error {
+	from := l.StartOffset()
+	best := int64(-1)
+	for offset := range snapshots(l.Dir()) {
+		if offset <= l.EndOffset() && offset > best {
+			best = offset
+		}
+	}
+	if best >= 0 {
+		path := filepath.Join(l.Dir(), producer.SnapshotFileName(best))
+		data, err := os.ReadFile(path)
+		if err == nil {
+			err = st.LoadSnapshot(data)
+		}
+		if err != nil { // LoadSnapshot changes nothing when it fails
+			logger.Warn("ignoring a producer snapshot; reading the whole log", "path", path, "err", err)
+		} else {
+			// The snapshot may hold batches appended while it was taken,
+			// at or past its offset: those come from the log, as it is now.
+			st.TruncateFrom(best)
+			st.RemoveBefore(l.StartOffset())
+			from = max(from, best)
+		}
+	}
+	return readBatches(st, l, from)
+}
+
+// readBatches reads the log's batches from offset into st.
+func readBatches(st *producer.State, l *commitlog.Log, from int64) error {
 	const chunk = 1 << 20
-	for offset := l.StartOffset(); offset < l.EndOffset(); {
+	for offset := from; offset < l.EndOffset(); {
 		region, err := l.Read(offset, chunk)
 		if errors.Is(err, commitlog.ErrOffsetOutOfRange) {
 			return nil // retention moved the start meanwhile; what is left was read

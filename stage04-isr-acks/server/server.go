@@ -50,7 +50,7 @@ func New(cfg Config, opts Options) (*Server, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
-	s := &Server{cfg: cfg, topics: topicConfigs{defaults: cfg.Topic},
+	s := &Server{cfg: cfg, topics: topicConfigs{defaults: cfg.Topic}, producers: producerStates{logger: opts.Logger},
 		Produces: purgatory.New[commitlog.TopicPartition]("Produce", purgatory.Options{}),
 		Fetches:  purgatory.New[commitlog.TopicPartition]("Fetch", purgatory.Options{})}
 	l := &listener{}
@@ -86,6 +86,7 @@ func New(cfg Config, opts Options) (*Server, error) {
 		s.Produces.Shutdown()
 		s.Fetches.Shutdown()
 		s.ISR.Close()
+		s.producers.snapshot()
 	})
 	return s, nil
 }
@@ -144,6 +145,8 @@ func (l *listener) Truncated(p *replica.Partition, end int64) {
 		st.TruncateFrom(end)
 		st.RemoveBefore(p.Log.StartOffset()) // a follower starting over forgets everything before
 	}
+	// A snapshot past the cut holds batches the log no longer has.
+	removeSnapshots(p.Log.Dir(), func(offset int64) bool { return offset > end }, l.s.Logger())
 }
 
 // LogStartAdvanced: a producer whose batches retention deleted is
