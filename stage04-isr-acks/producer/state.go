@@ -189,6 +189,25 @@ func (s *State) forget(drop func(Batch) bool) {
 	}
 }
 
+// ExpireBefore forgets the producers whose last batch's timestamp is
+// older than cutoff (ms): Kafka expires a producer id that has been idle for
+// transactional.id.expiration.ms (7 days; producer.id.expiration.ms, one
+// day, from 3.4), so that the state of producers long gone does not grow
+// without end. A producer that comes back is accepted at any sequence. It
+// returns how many it forgot.
+func (s *State) ExpireBefore(cutoff int64) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for pid, e := range s.producers {
+		if e.Batches[len(e.Batches)-1].Timestamp < cutoff {
+			delete(s.producers, pid)
+			n++
+		}
+	}
+	return n
+}
+
 // Entry returns a copy of a producer's state.
 func (s *State) Entry(pid int64) (Entry, bool) {
 	s.mu.Lock()

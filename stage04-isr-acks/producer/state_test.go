@@ -117,3 +117,14 @@ func TestFollowersBuildTheSameState(t *testing.T) {
 	require.Equal(t, l, f, "a follower that becomes leader deduplicates the same retries")
 	require.Len(t, f.Batches, BatchesKept)
 }
+
+func TestIdleProducersExpire(t *testing.T) {
+	s := NewState()
+	s.Append(1, 0, Batch{LastOffset: 1, Timestamp: 1_000})
+	s.Append(2, 0, Batch{LastOffset: 2, Timestamp: 5_000})
+	require.Equal(t, 1, s.ExpireBefore(2_000))
+	_, ok := s.Entry(1)
+	require.False(t, ok, "idle since 1,000: forgotten")
+	_, ok = s.Entry(2)
+	require.True(t, ok)
+}

@@ -28,6 +28,13 @@ const (
 	// outside the ISR when no ISR member is alive (losing what only the
 	// ISR had). Broker default and per-topic. Default false since 0.11.
 	KeyUncleanLeaderElection = "unclean.leader.election.enable"
+	// KeyProducerIDExpiration: a producer idle this long is forgotten by
+	// the partitions. Kafka 2.x uses transactional.id.expiration.ms
+	// (7 days) for it. Default 604800000.
+	KeyProducerIDExpiration = "transactional.id.expiration.ms"
+	// KeyProducerIDExpirationCheck: how often partitions look for idle
+	// producers. Default 600000.
+	KeyProducerIDExpirationCheck = "producer.id.expiration.check.interval.ms"
 )
 
 // Config is a stage 04 broker's configuration: stage 03's, and the ISR and
@@ -35,6 +42,9 @@ const (
 type Config struct {
 	server.Config
 	LagTimeMax time.Duration
+	// ProducerIDExpiration and ProducerIDExpirationCheck: see the keys.
+	ProducerIDExpiration      time.Duration
+	ProducerIDExpirationCheck time.Duration
 	// Topic is the broker-wide default of the topic-level keys.
 	Topic TopicConfig
 }
@@ -50,17 +60,22 @@ func DefaultTopicConfig() TopicConfig { return TopicConfig{MinInsyncReplicas: 1}
 
 // ParseConfig reads a broker's configuration; every key must be known.
 func ParseConfig(props map[string]string, logger *slog.Logger) (Config, error) {
-	base, err := server.ParseConfig(props, logger, KeyLagTimeMax, KeyMinInsyncReplicas, KeyUncleanLeaderElection)
+	base, err := server.ParseConfig(props, logger, KeyLagTimeMax, KeyMinInsyncReplicas, KeyUncleanLeaderElection,
+		KeyProducerIDExpiration, KeyProducerIDExpirationCheck)
 	if err != nil {
 		return Config{}, err
 	}
-	cfg := Config{Config: base, LagTimeMax: isr.DefaultLagTimeMax}
-	if raw, ok := props[KeyLagTimeMax]; ok {
-		ms, err := parseInt(KeyLagTimeMax, raw, 1)
-		if err != nil {
-			return cfg, err
+	cfg := Config{Config: base, LagTimeMax: isr.DefaultLagTimeMax,
+		ProducerIDExpiration: 7 * 24 * time.Hour, ProducerIDExpirationCheck: 10 * time.Minute}
+	for key, d := range map[string]*time.Duration{KeyLagTimeMax: &cfg.LagTimeMax,
+		KeyProducerIDExpiration: &cfg.ProducerIDExpiration, KeyProducerIDExpirationCheck: &cfg.ProducerIDExpirationCheck} {
+		if raw, ok := props[key]; ok {
+			ms, err := parseInt(key, raw, 1)
+			if err != nil {
+				return cfg, err
+			}
+			*d = time.Duration(ms) * time.Millisecond
 		}
-		cfg.LagTimeMax = time.Duration(ms) * time.Millisecond
 	}
 	cfg.Topic, err = ParseTopicConfig(DefaultTopicConfig(), props)
 	return cfg, err

@@ -17,6 +17,8 @@ func TestParseConfigReadsTheISRAndAcksKeysWithKafkasDefaults(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, isr.DefaultLagTimeMax, cfg.LagTimeMax, "30 s since Kafka 2.5")
 	require.Equal(t, TopicConfig{MinInsyncReplicas: 1}, cfg.Topic)
+	require.Equal(t, 7*24*time.Hour, cfg.ProducerIDExpiration, "transactional.id.expiration.ms")
+	require.Equal(t, 10*time.Minute, cfg.ProducerIDExpirationCheck)
 
 	cfg, err = ParseConfig(map[string]string{KeyLagTimeMax: "10000", KeyMinInsyncReplicas: "2", KeyUncleanLeaderElection: "true",
 		"replica.fetch.wait.max.ms": "100"}, quiet)

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/kafkaworkbook/workbook/stage01-log/commitlog"
 	"github.com/kafkaworkbook/workbook/stage01-log/record"
@@ -67,6 +68,19 @@ func (ps *producerStates) snapshot() {
 			continue
 		}
 		removeSnapshots(pp.p.Log.Dir(), func(offset int64) bool { return offset != end }, ps.logger)
+	}
+}
+
+// expire forgets, in every partition, the producers idle for longer than
+// d (by their batches' timestamps, as Kafka).
+func (ps *producerStates) expire(d time.Duration) {
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
+	cutoff := time.Now().Add(-d).UnixMilli()
+	for tp, pp := range ps.states {
+		if n := pp.st.ExpireBefore(cutoff); n > 0 {
+			ps.logger.Info("expired idle producer ids", "partition", tp, "count", n, "idle_for", d)
+		}
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"path/filepath"
+	"time"
 
 	"github.com/kafkaworkbook/workbook/stage01-log/commitlog"
 	"github.com/kafkaworkbook/workbook/stage02-reactor/broker"
@@ -81,6 +82,18 @@ func New(cfg Config, opts Options) (*Server, error) {
 	// network layer's drain waits for them, then the ISR loop, whose store
 	// write in progress may be slow (ZooKeeper, stage 05).
 	s.ISR.Start()
+	s.Delay(func() {
+		t := time.NewTicker(cfg.ProducerIDExpirationCheck)
+		defer t.Stop()
+		for {
+			select {
+			case <-s.ShuttingDown():
+				return
+			case <-t.C:
+				s.producers.expire(cfg.ProducerIDExpiration)
+			}
+		}
+	})
 	s.Delay(func() {
 		<-s.ShuttingDown()
 		s.Produces.Shutdown()
