@@ -305,6 +305,15 @@ func (p *Partition) LeaderView() (LeaderView, bool) {
 	return v, true
 }
 
+// InISR reports whether this broker leads the partition and id is in its
+// ISR, copying nothing: stage 04 asks it after every follower fetch, and
+// looks further (LeaderView) only for a follower outside the ISR.
+func (p *Partition) InISR(id int32) (leads, in bool) {
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	return p.role == Leader, slices.Contains(p.isr, id)
+}
+
 // UpdateISR installs an ISR that this leader changed and wrote to the
 // partition state store (stage 04), where the write created version
 // partitionEpoch. It applies only if the partition is still led here at

@@ -79,14 +79,9 @@ func (l *lookingUp) StateChanged(p *Partition) {
 }
 
 func TestManagerTellsStateChangesOutsideItsLock(t *testing.T) {
-	st, err := store.Open(t.TempDir(), 0, commitlog.DefaultManagerConfig(), store.Options{Logger: quiet})
-	require.NoError(t, err)
-	t.Cleanup(func() { st.Close() })
 	l := &lookingUp{changed: make(chan commitlog.TopicPartition, 10)}
-	m, err := NewManager(Config{BrokerID: 0, HighWatermarkCheckpointInterval: time.Hour}, st, Options{Logger: quiet, Listener: l})
-	require.NoError(t, err)
+	m := newTestManager(t, Config{BrokerID: 0}, Options{Listener: l})
 	l.m = m
-	t.Cleanup(func() { m.Close() })
 	tp := commitlog.TopicPartition{Topic: "t", Partition: 0}
 	done := make(chan error, 1)
 	go func() {
@@ -140,15 +135,7 @@ func TestAppendUnderMinISRWritesNothing(t *testing.T) {
 }
 
 func TestFollowerHighWatermarkFollowsTheLeaderEvenBackwards(t *testing.T) {
-	leader := newTestPartition(t, noFollowers{}, newClock())
-	require.NoError(t, leader.MakeLeader(leaderState(0, 0)))
-	var data []byte
-	for range 3 {
-		b := batch(t, "a", "b")
-		_, _, err := leader.AppendAsLeader(b)
-		require.NoError(t, err)
-		data = append(data, b...)
-	}
+	data := leaderLog(t)
 	f := newTestPartition(t, AllReplicas{}, newClock())
 	require.NoError(t, f.MakeFollower(LeaderAndIsrState{Leader: 1, LeaderEpoch: 0, Replicas: []int32{1, 0}}))
 	_, err := f.AppendAsFollower(data, 6)
@@ -223,14 +210,9 @@ func TestRetentionStopsAtTheHighWatermarkAndTrimsTheEpochCache(t *testing.T) {
 // for a pause (PauseFetching) at every turn of its loop: the pause must
 // not be behind the same lock, or the two wait for each other.
 func TestLeaderAndIsrDoesNotWaitOnAFetcherCheckingForAPause(t *testing.T) {
-	st, err := store.Open(t.TempDir(), 0, commitlog.DefaultManagerConfig(), store.Options{Logger: quiet})
-	require.NoError(t, err)
-	t.Cleanup(func() { st.Close() })
 	// Nobody listens at the leader's address: the fetcher turns its loop
 	// every millisecond, checking for a pause each time.
-	m, err := NewManager(Config{BrokerID: 0, FetchBackoff: time.Millisecond, HighWatermarkCheckpointInterval: time.Hour}, st, Options{Logger: quiet})
-	require.NoError(t, err)
-	t.Cleanup(func() { m.Close() })
+	m := newTestManager(t, Config{BrokerID: 0, FetchBackoff: time.Millisecond}, Options{})
 	tp := commitlog.TopicPartition{Topic: "t", Partition: 0}
 	done := make(chan error, 1)
 	go func() {
@@ -310,15 +292,7 @@ func (r *batchRecorder) Replicated(_ *Partition, batches []byte) { r.replicated 
 func (r *batchRecorder) Truncated(_ *Partition, end int64)       { r.truncated = append(r.truncated, end) }
 
 func TestListenerHearsOfReplicationAndTruncation(t *testing.T) {
-	leader := newTestPartition(t, noFollowers{}, newClock())
-	require.NoError(t, leader.MakeLeader(leaderState(0, 0)))
-	var data []byte
-	for range 3 {
-		b := batch(t, "a", "b")
-		_, _, err := leader.AppendAsLeader(b)
-		require.NoError(t, err)
-		data = append(data, b...)
-	}
+	data := leaderLog(t)
 	rec := &batchRecorder{}
 	f := newListenedPartition(t, AllReplicas{}, rec)
 	require.NoError(t, f.MakeFollower(LeaderAndIsrState{Leader: 1, LeaderEpoch: 0, Replicas: []int32{1, 0}}))
@@ -328,4 +302,33 @@ func TestListenerHearsOfReplicationAndTruncation(t *testing.T) {
 	require.NoError(t, f.TruncateTo(2))
 	require.NoError(t, f.TruncateFullyAndStartAt(9))
 	require.Equal(t, []int64{2, 9}, rec.truncated)
+}
+
+// leaderLog is what a leader alone writes in epoch 0: three batches of two
+// records.
+func leaderLog(t *testing.T) []byte {
+	leader := newTestPartition(t, noFollowers{}, newClock())
+	require.NoError(t, leader.MakeLeader(leaderState(0, 0)))
+	var data []byte
+	for range 3 {
+		b := batch(t, "a", "b")
+		_, _, err := leader.AppendAsLeader(b)
+		require.NoError(t, err)
+		data = append(data, b...)
+	}
+	return data
+}
+
+// newTestManager is a replica manager over a store in a temporary
+// directory, quiet, with no high watermark checkpoints during the test.
+func newTestManager(t *testing.T, cfg Config, opts Options) *Manager {
+	st, err := store.Open(t.TempDir(), cfg.BrokerID, commitlog.DefaultManagerConfig(), store.Options{Logger: quiet})
+	require.NoError(t, err)
+	t.Cleanup(func() { st.Close() })
+	cfg.HighWatermarkCheckpointInterval = time.Hour
+	opts.Logger = quiet
+	m, err := NewManager(cfg, st, opts)
+	require.NoError(t, err)
+	t.Cleanup(func() { m.Close() })
+	return m
 }

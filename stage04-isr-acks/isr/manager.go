@@ -138,6 +138,9 @@ func (m *Manager) Shrink() []commitlog.TopicPartition {
 // after every follower fetch, so it returns quickly when there is nothing
 // to do.
 func (m *Manager) MaybeExpand(p *replica.Partition, follower int32) {
+	if leads, in := p.InISR(follower); !leads || in {
+		return // the usual case, with nothing copied
+	}
 	v, ok := p.LeaderView()
 	if !ok || slices.Contains(v.ISR, follower) || !slices.Contains(v.Replicas, follower) {
 		return

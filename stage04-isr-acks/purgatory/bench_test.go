@@ -8,6 +8,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/kafkaworkbook/workbook/stage02-reactor/store"
 )
 
 // The purgatory against the design it replaces (stage 03's acks=all wait and
@@ -77,36 +79,14 @@ func parkPurgatory(n int, completed *atomic.Int64) func() {
 	}
 }
 
-// signal is the stage 02 Signal in miniature: channels to poke.
-type signal struct {
-	mu      sync.Mutex
-	waiters map[chan struct{}]bool
-}
-
-func (s *signal) notify() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for ch := range s.waiters {
-		select {
-		case ch <- struct{}{}:
-		default:
-		}
-	}
-}
-
 func parkGoroutines(n int, completed *atomic.Int64) func() {
 	versions := make([]atomic.Int64, benchKeys)
-	signals := make([]signal, benchKeys)
-	for k := range signals {
-		signals[k].waiters = map[chan struct{}]bool{}
-	}
+	signals := make([]store.Signal, benchKeys) // stage 02's, as its long poll and stage 03's acks=all used it
 	var started sync.WaitGroup
 	for i := range n {
 		k := i % benchKeys
 		wake := make(chan struct{}, 1)
-		signals[k].mu.Lock()
-		signals[k].waiters[wake] = true
-		signals[k].mu.Unlock()
+		signals[k].Watch(wake)
 		started.Add(1)
 		go func() {
 			timer := time.NewTimer(30 * time.Second)
@@ -120,9 +100,7 @@ func parkGoroutines(n int, completed *atomic.Int64) func() {
 					return
 				}
 			}
-			signals[k].mu.Lock()
-			delete(signals[k].waiters, wake)
-			signals[k].mu.Unlock()
+			signals[k].Unwatch(wake)
 			completed.Add(1)
 		}()
 	}
@@ -130,7 +108,7 @@ func parkGoroutines(n int, completed *atomic.Int64) func() {
 	return func() {
 		for k := range versions {
 			versions[k].Add(1)
-			signals[k].notify()
+			signals[k].Notify()
 		}
 	}
 }

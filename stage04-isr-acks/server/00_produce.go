@@ -93,6 +93,13 @@ func (a appender) appendPartition(base server.ReplicaAppender, part broker.Produ
 		case errors.Is(err, producer.ErrInvalidProducerEpoch):
 			part.Response.ErrorCode, p = kerr.InvalidProducerEpoch.Code, nil
 		case dup != nil:
+			// A damaged retry is refused, not acknowledged: Kafka validates
+			// a batch before it looks for duplicates (AppendPartition
+			// validates the batches it appends).
+			if code, msg := a.s.ValidateProducedBatch(part.Request.Records); code != 0 {
+				part.Response.ErrorCode, part.Response.ErrorMessage, p = code, &msg, nil
+				return
+			}
 			part.Response.BaseOffset, part.Response.LogStartOffset = dup.FirstOffset, p.Log.StartOffset()
 			last, epoch = dup.LastOffset, p.Epochs.EpochForOffset(dup.LastOffset)
 		default:
@@ -137,18 +144,20 @@ func (d *delayedProduce) TryComplete() bool {
 		if pp.settled {
 			continue
 		}
-		v, leads := pp.p.LeaderView()
+		// Tried at every move of the partition's high watermark: the ISR
+		// is copied only once the high watermark has passed the batch.
 		switch {
-		case !leads || !pp.p.StillLeadsBatch(pp.required-1, pp.epoch):
+		case !pp.p.StillLeadsBatch(pp.required-1, pp.epoch):
 			pp.out.ErrorCode, pp.settled = kerr.NotLeaderForPartition.Code, true
-		case v.HighWatermark >= pp.required && len(v.ISR) < pp.minISR:
-			pp.out.ErrorCode, pp.settled = kerr.NotEnoughReplicasAfterAppend.Code, true
-			msg := "the batch was appended, but the ISR shrank below min.insync.replicas before it was acknowledged"
-			pp.out.ErrorMessage = &msg
-		case v.HighWatermark >= pp.required:
-			pp.settled = true
-		default:
+		case pp.p.HighWatermark() < pp.required:
 			all = false
+		default:
+			pp.settled = true
+			if _, isr := pp.p.Replicas(); len(isr) < pp.minISR {
+				pp.out.ErrorCode = kerr.NotEnoughReplicasAfterAppend.Code
+				msg := "the batch was appended, but the ISR shrank below min.insync.replicas before it was acknowledged"
+				pp.out.ErrorMessage = &msg
+			}
 		}
 	}
 	return all

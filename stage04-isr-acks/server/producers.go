@@ -23,7 +23,7 @@ import (
 // same on every replica and survives a restart.
 type producerStates struct {
 	logger *slog.Logger
-	mu     sync.Mutex
+	mu     sync.RWMutex                                     // every idempotent produce and replicated fetch looks here: read-locked
 	states map[commitlog.TopicPartition]*partitionProducers // Protected by mu.
 }
 
@@ -35,10 +35,16 @@ type partitionProducers struct {
 // get returns p's state and whether this call built it from the log
 // (which then already holds anything just appended).
 func (ps *producerStates) get(p *replica.Partition) (*producer.State, bool, error) {
+	ps.mu.RLock()
+	pp, ok := ps.states[p.TopicPartition]
+	ps.mu.RUnlock()
+	if ok && pp.p == p {
+		return pp.st, false, nil
+	}
 	ps.mu.Lock()
 	defer ps.mu.Unlock()
 	if pp, ok := ps.states[p.TopicPartition]; ok && pp.p == p {
-		return pp.st, false, nil
+		return pp.st, false, nil // built meanwhile
 	}
 	st := producer.NewState()
 	if err := rebuild(st, p.Log, ps.logger); err != nil {

@@ -1,7 +1,6 @@
 package server
 
 import (
-	"context"
 	"log/slog"
 	"path/filepath"
 	"time"
@@ -71,16 +70,16 @@ func New(cfg Config, opts Options) (*Server, error) {
 	s.Register(s.produceAPI())
 	s.Register(s.initProducerIDAPI())
 	s.Register(broker.FetchAPIWith(server.NewReplicaSource(base), fetchWaiter{s}))
-	// The ISR shrinks on a timer from now on (it has nothing to do until
-	// LeaderAndIsr makes this broker a leader). Once the broker begins
-	// shutting down, every waiting request is answered at once, so that
-	// shutdown, which waits for in-flight requests, is not held up. This
-	// is done here, not in a Start of this type, so that whoever starts
-	// the embedded stage 03 server (the cluster harness) gets both.
-	// Registered with Delay, so that the broker's Shutdown (whoever calls
-	// it) waits for this teardown: the waiting requests first, since the
-	// network layer's drain waits for them, then the ISR loop, whose store
-	// write in progress may be slow (ZooKeeper, stage 05).
+	// The ISR shrinks, and idle producer ids expire, on timers from now
+	// on (there is nothing to do until LeaderAndIsr makes this broker a
+	// leader). Once the broker begins shutting down, every waiting request
+	// is answered at once, since the network layer's drain waits for
+	// in-flight requests; then the ISR loop stops (a store write in
+	// progress may be slow: ZooKeeper, stage 05) and the producer states
+	// are snapshotted. All of it is set up here, not in a Start of this
+	// type, so that whoever starts and stops the embedded stage 03 server
+	// (the cluster harness) gets it, and registered with Delay, so that
+	// the broker's Shutdown waits for it.
 	s.ISR.Start()
 	s.Delay(func() {
 		t := time.NewTicker(cfg.ProducerIDExpirationCheck)
@@ -103,11 +102,6 @@ func New(cfg Config, opts Options) (*Server, error) {
 	})
 	return s, nil
 }
-
-// Shutdown stops the broker cleanly. Shutting down begins with answering
-// every waiting request (New arranged it), since the network layer waits
-// for in-flight requests; the base server's Shutdown does the rest.
-func (s *Server) Shutdown(ctx context.Context) error { return s.Server.Shutdown(ctx) }
 
 // SetTopicConfig sets a topic's overrides of min.insync.replicas and
 // unclean.leader.election.enable (what stage 05 reads from
