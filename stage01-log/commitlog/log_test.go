@@ -199,6 +199,7 @@ func TestRollOnSegmentBytes(t *testing.T) {
 	for i := 1; i < len(segs); i++ {
 		require.Greater(t, segs[i].BaseOffset, segs[i-1].BaseOffset)
 	}
+	require.Equal(t, segs[len(segs)-1].BaseOffset, l.ActiveBaseOffset())
 	require.Equal(t, batches, readAll(t, l, 0))
 }
 

@@ -217,6 +217,16 @@ type SegmentInfo struct {
 	Path       string // the .log file
 }
 
+// ActiveBaseOffset is the base offset of the active segment, the one
+// appends go to. It changes only when the log rolls, so a caller that
+// keeps state beside the log (stage 04's producer snapshots) can tell a
+// roll from it without a callback.
+func (l *Log) ActiveBaseOffset() int64 {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	return l.activeSegment().baseOffset
+}
+
 // Segments lists the segments, oldest first; the last is the active one.
 func (l *Log) Segments() []SegmentInfo {
 	l.mu.RLock()

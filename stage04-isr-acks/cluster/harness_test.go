@@ -125,17 +125,20 @@ func (tc *testCluster) produceRaw(leader int32, acks int16, timeout time.Duratio
 
 // readAll consumes partition 0 from its start up to its high watermark and
 // returns the values in offset order.
-func (tc *testCluster) readAll() []string {
+func (tc *testCluster) readAll() []string { return tc.readPartition(tc.tp) }
+
+// readPartition reads a partition from its start to its high watermark.
+func (tc *testCluster) readPartition(tp commitlog.TopicPartition) []string {
 	tc.t.Helper()
 	cl, err := kgo.NewClient(kgo.SeedBrokers(tc.Addrs()...), kgo.FetchMaxWait(200*time.Millisecond),
-		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{tc.tp.Topic: {tc.tp.Partition: kgo.NewOffset().AtStart()}}))
+		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{tp.Topic: {tp.Partition: kgo.NewOffset().AtStart()}}))
 	require.NoError(tc.t, err)
 	defer cl.Close()
 	var values []string
 	next, hw := int64(0), int64(-1)
-	deadline := time.Now().Add(30 * time.Second)
+	deadline := time.Now().Add(60 * time.Second)
 	for hw < 0 || next < hw {
-		require.True(tc.t, time.Now().Before(deadline), "read %d of %d records", next, hw)
+		require.True(tc.t, time.Now().Before(deadline), "%s: read %d of %d records", tp, next, hw)
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		fs := cl.PollFetches(ctx)
 		cancel()

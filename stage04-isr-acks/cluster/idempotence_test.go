@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -15,7 +16,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/kafkaworkbook/workbook/stage01-log/commitlog"
 	"github.com/kafkaworkbook/workbook/stage01-log/record"
+	base "github.com/kafkaworkbook/workbook/stage03-replication/cluster"
 	"github.com/kafkaworkbook/workbook/stage04-isr-acks/producer"
 )
 
@@ -212,4 +215,90 @@ func TestProducerStateSurvivesARestartWithAndWithoutASnapshot(t *testing.T) {
 			require.Equal(t, kerr.OutOfOrderSequenceNumber.Code, code, "and the sequence goes on from 6")
 		})
 	}
+}
+
+// snapshotFiles reads a broker's producer snapshots for a partition, by
+// offset.
+func (tc *testCluster) snapshotFiles(id int32, tp commitlog.TopicPartition) map[int64][]byte {
+	tc.t.Helper()
+	dir := filepath.Join(tc.LogDir(id), tp.String())
+	entries, err := os.ReadDir(dir)
+	require.NoError(tc.t, err)
+	out := map[int64][]byte{}
+	for _, e := range entries {
+		if name, ok := strings.CutSuffix(e.Name(), ".snapshot"); ok {
+			offset, err := strconv.ParseInt(name, 10, 64)
+			require.NoError(tc.t, err)
+			data, err := os.ReadFile(filepath.Join(dir, e.Name()))
+			require.NoError(tc.t, err)
+			out[offset] = data
+		}
+	}
+	return out
+}
+
+// kill stops a broker as kill -9 would leave its disk: no clean-shutdown
+// marker, and of the producer snapshots only those written at segment
+// rolls (the harness stops the broker cleanly, then puts the files back as
+// the crash left them; the page cache survives a killed process, so the
+// logs keep every byte written). The controller hears of it.
+func (tc *testCluster) kill(id int32, tps ...commitlog.TopicPartition) {
+	tc.t.Helper()
+	atCrash := map[commitlog.TopicPartition]map[int64][]byte{}
+	for _, tp := range tps {
+		atCrash[tp] = tc.snapshotFiles(id, tp)
+	}
+	require.NoError(tc.t, tc.CrashBroker(id, base.Crash{}))
+	for _, tp := range tps {
+		dir := filepath.Join(tc.LogDir(id), tp.String())
+		for offset := range tc.snapshotFiles(id, tp) {
+			require.NoError(tc.t, os.Remove(filepath.Join(dir, producer.SnapshotFileName(offset))))
+		}
+		for offset, data := range atCrash[tp] {
+			require.NoError(tc.t, os.WriteFile(filepath.Join(dir, producer.SnapshotFileName(offset)), data, 0o644))
+		}
+	}
+	require.NoError(tc.t, tc.Controller.BrokerStopped(id))
+}
+
+// TestProducerSnapshotsAtSegmentRollsSurviveACrash: every replica, leader
+// and followers, writes a producer snapshot when its log rolls, named by
+// the new segment's base offset, and keeps the two newest. A broker that
+// crashes writes no snapshot at shutdown: it rebuilds its producer state
+// from the last roll's snapshot and the batches after it, and, leading
+// again, still recognizes a retry of the last batch.
+func TestProducerSnapshotsAtSegmentRollsSurviveACrash(t *testing.T) {
+	tc := startCluster(t, map[string]string{"log.segment.bytes": "1024"})
+	pid, epoch := tc.initProducerID(0)
+	var last int64
+	for i := range 40 {
+		code, base := tc.produceIdempotent(pid, epoch, int32(3*i), 3)
+		require.Zero(t, code)
+		last = base
+	}
+
+	for _, id := range []int32{0, 1, 2} {
+		require.Eventually(t, func() bool {
+			p, ok := tc.server(id).Replicas.Partition(tc.tp.Topic, tc.tp.Partition)
+			require.True(t, ok)
+			segs := p.Log.Segments()
+			if len(segs) < 4 {
+				return false
+			}
+			snaps := tc.snapshotFiles(id, tc.tp)
+			return len(snaps) == 2 && snaps[segs[len(segs)-1].BaseOffset] != nil && snaps[segs[len(segs)-2].BaseOffset] != nil
+		}, 10*time.Second, 10*time.Millisecond, "broker %d: snapshots at its last two segments", id)
+	}
+
+	tc.kill(0, tc.tp)
+	require.NoError(t, tc.StartBroker(0))
+	require.NoError(t, tc.Controller.BrokerStarted(0))
+	tc.waitISR(1, 2, 0)
+	require.NoError(t, tc.Controller.ElectLeader(tc.tp, 0))
+
+	code, again := tc.produceIdempotent(pid, epoch, 3*39, 3)
+	require.Zero(t, code)
+	require.Equal(t, last, again, "the retry of the last batch is recognized")
+	code, _ = tc.produceIdempotent(pid, epoch, 3*40+1, 1)
+	require.Equal(t, kerr.OutOfOrderSequenceNumber.Code, code, "and the sequence goes on from 120")
 }

@@ -106,6 +106,7 @@ func (a appender) appendPartition(base server.ReplicaAppender, part broker.Produ
 			if p, last, epoch = base.AppendPartition(part, minISR); p != nil {
 				b.FirstOffset, b.LastOffset = part.Response.BaseOffset, last
 				st.Append(h.ProducerID, h.ProducerEpoch, b)
+				a.s.producers.recorded(p)
 			}
 		}
 	})

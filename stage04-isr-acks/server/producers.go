@@ -3,12 +3,15 @@ package server
 import (
 	"errors"
 	"log/slog"
+	"maps"
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/kafkaworkbook/workbook/stage01-log/commitlog"
@@ -30,46 +33,101 @@ type producerStates struct {
 type partitionProducers struct {
 	p  *replica.Partition
 	st *producer.State
+	// segment is the log's active segment when the state was last
+	// snapshotted (or built): when the log has rolled past it, the next
+	// recorded batch writes a snapshot.
+	segment atomic.Int64
 }
 
 // get returns p's state and whether this call built it from the log
 // (which then already holds anything just appended).
 func (ps *producerStates) get(p *replica.Partition) (*producer.State, bool, error) {
+	pp, built, err := ps.entry(p)
+	if err != nil {
+		return nil, false, err
+	}
+	return pp.st, built, nil
+}
+
+func (ps *producerStates) entry(p *replica.Partition) (*partitionProducers, bool, error) {
 	ps.mu.RLock()
 	pp, ok := ps.states[p.TopicPartition]
 	ps.mu.RUnlock()
 	if ok && pp.p == p {
-		return pp.st, false, nil
+		return pp, false, nil
 	}
 	ps.mu.Lock()
 	defer ps.mu.Unlock()
 	if pp, ok := ps.states[p.TopicPartition]; ok && pp.p == p {
-		return pp.st, false, nil // built meanwhile
+		return pp, false, nil // built meanwhile
 	}
 	st := producer.NewState()
-	if err := rebuild(st, p.Log, ps.logger); err != nil {
+	from, err := rebuild(st, p.Log, ps.logger)
+	if err != nil {
 		return nil, false, err
 	}
+	ps.logger.Debug("producer state built", "partition", p.TopicPartition, "read_from", from,
+		"log_start", p.Log.StartOffset(), "log_end", p.Log.EndOffset(), "producers", st.Len())
 	if ps.states == nil {
 		ps.states = map[commitlog.TopicPartition]*partitionProducers{}
 	}
-	ps.states[p.TopicPartition] = &partitionProducers{p: p, st: st}
-	return st, true, nil
+	pp = &partitionProducers{p: p, st: st}
+	pp.segment.Store(p.Log.ActiveBaseOffset())
+	ps.states[p.TopicPartition] = pp
+	return pp, true, nil
+}
+
+// keepSnapshots is how many snapshots a roll leaves: the newest, and the
+// one before in case the newest cannot be read.
+const keepSnapshots = 2
+
+// recorded is called after batches were appended to p's log and recorded
+// in its state, by the one goroutine that does both (a leader's produce
+// under State.Serialize, a follower's fetcher). If the log rolled since
+// the last snapshot, the state holds every idempotent batch below the new
+// segment's base offset, and is written to a snapshot named by it, as
+// Kafka's Log.roll does: a restart after a crash then reads only the
+// batches from there on, not the whole log. The write is synchronous, as
+// Kafka's (once per segment, segment.bytes apart).
+func (ps *producerStates) recorded(p *replica.Partition) {
+	ps.mu.RLock()
+	pp, ok := ps.states[p.TopicPartition]
+	ps.mu.RUnlock()
+	if !ok || pp.p != p {
+		return
+	}
+	base := p.Log.ActiveBaseOffset()
+	if base <= pp.segment.Load() {
+		return
+	}
+	pp.segment.Store(base)
+	if err := writeSnapshot(pp.st, p.Log.Dir(), base); err != nil {
+		ps.logger.Error("producer snapshot at roll", "partition", p.TopicPartition, "err", err)
+		return
+	}
+	offsets := slices.Sorted(maps.Keys(snapshots(p.Log.Dir())))
+	if len(offsets) > keepSnapshots {
+		keep := offsets[len(offsets)-keepSnapshots]
+		removeSnapshots(p.Log.Dir(), func(offset int64) bool { return offset < keep }, ps.logger)
+	}
+}
+
+// writeSnapshot writes st to dir's snapshot file for offset.
+func writeSnapshot(st *producer.State, dir string, offset int64) error {
+	return commitlog.WriteFileAtomic(filepath.Join(dir, producer.SnapshotFileName(offset)), st.Snapshot())
 }
 
 // snapshot writes every partition's producer state to a snapshot file at
 // the log end read before the state (so the state holds at least what the
 // log held there; a restart reads the batches after it, and those already
-// recorded are skipped), and removes the older snapshots. Kafka writes one
-// at every segment roll and at a clean shutdown; this stage at a clean
-// shutdown.
+// recorded are skipped), and removes the older snapshots: Kafka's clean
+// shutdown. The snapshots at segment rolls are recorded's.
 func (ps *producerStates) snapshot() {
 	ps.mu.Lock()
 	defer ps.mu.Unlock()
 	for tp, pp := range ps.states {
 		end := pp.p.Log.EndOffset()
-		path := filepath.Join(pp.p.Log.Dir(), producer.SnapshotFileName(end))
-		if err := commitlog.WriteFileAtomic(path, pp.st.Snapshot()); err != nil {
+		if err := writeSnapshot(pp.st, pp.p.Log.Dir(), end); err != nil {
 			ps.logger.Error("producer snapshot", "partition", tp, "err", err)
 			continue
 		}
@@ -146,9 +204,10 @@ func observe(st *producer.State, batches []byte) {
 
 // rebuild loads the latest snapshot at or below the log end, if one reads
 // whole, and reads the batches after it into st (all of the log without
-// one), as Kafka's ProducerStateManager does at load.
-func rebuild(st *producer.State, l *commitlog.Log, logger *slog.Logger) error {
-	from := l.StartOffset()
+// one), as Kafka's ProducerStateManager does at load. It returns the
+// offset it read the log from.
+func rebuild(st *producer.State, l *commitlog.Log, logger *slog.Logger) (from int64, err error) {
+	from = l.StartOffset()
 	best := int64(-1)
 	for offset := range snapshots(l.Dir()) {
 		if offset <= l.EndOffset() && offset > best {
@@ -171,7 +230,7 @@ func rebuild(st *producer.State, l *commitlog.Log, logger *slog.Logger) error {
 			from = max(from, best)
 		}
 	}
-	return readBatches(st, l, from)
+	return from, readBatches(st, l, from)
 }
 
 // readBatches reads the log's batches from offset into st.

@@ -144,6 +144,7 @@ func (l *listener) Replicated(p *replica.Partition, batches []byte) {
 	if !built { // a state built now read these batches from the log already
 		observe(st, batches)
 	}
+	l.s.producers.recorded(p)
 }
 
 // Truncated: the batches cut from the log leave the producer state.
