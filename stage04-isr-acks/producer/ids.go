@@ -96,7 +96,7 @@ func (a *Allocator) claim() (Block, error) {
 			return Block{}, err
 		}
 		b := Block{Version: 1, Broker: a.brokerID, Start: 0, End: BlockSize - 1}
-		if exists {
+		if exists && len(data) > 0 { // Kafka's brokers create the node empty at start
 			var last Block
 			if err := json.Unmarshal(data, &last); err != nil {
 				return Block{}, fmt.Errorf("producer: %s holds %q: %w", BlockPath, data, err)

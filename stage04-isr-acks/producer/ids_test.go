@@ -91,3 +91,15 @@ func TestARestartedBrokerClaimsANewBlock(t *testing.T) {
 	require.Equal(t, int64(0), first)
 	require.Equal(t, int64(BlockSize), second, "the ids of a block claimed before are never reused")
 }
+
+// TestAnEmptyNodeMeansNoBlockYet: Kafka's brokers create
+// /latest_producer_id_block empty at start (it is among their persistent
+// paths); the first claim writes block 0 into it, at its version.
+func TestAnEmptyNodeMeansNoBlockYet(t *testing.T) {
+	node := &memNode{exists: true}
+	id, err := NewAllocator(1, node).Next()
+	require.NoError(t, err)
+	require.Zero(t, id)
+	require.Equal(t, int32(1), node.version, "written with Set at the empty node's version")
+	require.Equal(t, `{"version":1,"broker":1,"block_start":"0","block_end":"999"}`, string(node.data))
+}
