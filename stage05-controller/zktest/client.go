@@ -2,13 +2,14 @@ package zktest
 
 import (
 	"fmt"
-	"net"
 	"slices"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/go-zookeeper/zk"
+
+	"github.com/kafkaworkbook/workbook/stage05-controller/kafkazk"
 )
 
 // Client is a ZooKeeper session opened by a test: the full go-zookeeper
@@ -50,7 +51,7 @@ func NewClient(t testing.TB, addrs []string, opts ...ClientOption) *Client {
 	c := &Client{t: t}
 	conn, _, err := zk.Connect(addrs, cfg.sessionTimeout,
 		zk.WithLogger(c), zk.WithEventCallback(c.record),
-		zk.WithDialer(cappedDialer(cfg.sessionTimeout*2/3)))
+		zk.WithDialer(kafkazk.BoundedDialer(cfg.sessionTimeout*2/3)))
 	if err != nil {
 		t.Fatalf("zktest: connect to %v: %v", addrs, err)
 	}
@@ -119,47 +120,4 @@ func (c *Client) Printf(format string, args ...any) {
 		session = c.Conn.SessionID()
 	}
 	c.t.Logf("zk client %#x: %s", session, fmt.Sprintf(format, args...))
-}
-
-// cappedDialer dials like go-zookeeper's default dialer, but its
-// connections never wait for a reply longer than max, which NewClient sets
-// to go-zookeeper's own read timeout (2/3 of the session timeout).
-//
-// The cap is for the session handshake: go-zookeeper waits ten read
-// timeouts for the server's answer (27 s with 4 s sessions), while Kafka's
-// Java client gives a server the session timeout divided by the number of
-// servers. A paused server accepts TCP connections (the kernel does) and
-// never answers, so an uncapped client that picks it hangs there while its
-// session expires, instead of trying the next server.
-func cappedDialer(max time.Duration) zk.Dialer {
-	return func(network, address string, timeout time.Duration) (net.Conn, error) {
-		conn, err := net.DialTimeout(network, address, timeout)
-		if err != nil {
-			return nil, err
-		}
-		return &cappedConn{Conn: conn, max: max}, nil
-	}
-}
-
-// cappedConn is a connection whose deadlines are at most max away.
-type cappedConn struct {
-	net.Conn
-	max time.Duration // the longest wait for a read or a write
-}
-
-func (c *cappedConn) SetReadDeadline(t time.Time) error {
-	return c.Conn.SetReadDeadline(c.cap(t))
-}
-
-func (c *cappedConn) SetWriteDeadline(t time.Time) error {
-	return c.Conn.SetWriteDeadline(c.cap(t))
-}
-
-// cap brings a deadline in to max from now; no deadline stays none
-// (go-zookeeper clears its deadlines between operations).
-func (c *cappedConn) cap(t time.Time) time.Time {
-	if limit := time.Now().Add(c.max); !t.IsZero() && t.After(limit) {
-		return limit
-	}
-	return t
 }

@@ -1,0 +1,465 @@
+package kafkazk
+
+import (
+	"errors"
+	"fmt"
+	"maps"
+	"path"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/go-zookeeper/zk"
+
+	"github.com/kafkaworkbook/workbook/stage01-log/commitlog"
+	"github.com/kafkaworkbook/workbook/stage04-isr-acks/isr"
+	"github.com/kafkaworkbook/workbook/stage04-isr-acks/producer"
+)
+
+// pipelined is how many requests a bulk operation keeps in flight on the
+// session at once. go-zookeeper pipelines concurrent requests on its one
+// connection, so a controller that writes thousands of partition states
+// waits for one round trip per pipelined batch, not per znode (what Kafka
+// 1.1 gained with ZooKeeper's async API).
+const pipelined = 128
+
+// parallel runs f(0) … f(n-1) with up to pipelined calls at once and
+// returns their errors, joined.
+func parallel(n int, f func(i int) error) error {
+	var (
+		wg   sync.WaitGroup
+		mu   sync.Mutex
+		errs []error
+		sem  = make(chan struct{}, pipelined)
+	)
+	for i := range n {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			if err := f(i); err != nil {
+				mu.Lock()
+				errs = append(errs, err)
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// CreateTopic writes a new topic's config overrides and then its
+// assignment, as Kafka's AdminZkClient does for CreateTopics on any
+// broker; the controller sees the new /brokers/topics child and creates
+// the partitions. ErrTopicExists if the assignment exists, checked first,
+// so that a refused create leaves the existing topic's config alone.
+func (c *Client) CreateTopic(topic string, a TopicAssignment, config map[string]string) error {
+	exists, _, err := c.conn.Exists(TopicPath(topic))
+	if err != nil {
+		return fmt.Errorf("kafkazk: read %s: %w", TopicPath(topic), err)
+	}
+	if exists {
+		return fmt.Errorf("%w: %s", ErrTopicExists, topic)
+	}
+	if err := c.setTopicConfig(topic, config, false); err != nil {
+		return err
+	}
+	_, err = c.conn.Create(TopicPath(topic), a.Encode(), 0, acl)
+	if errors.Is(err, zk.ErrNodeExists) {
+		return fmt.Errorf("%w: %s", ErrTopicExists, topic)
+	}
+	if err != nil {
+		return fmt.Errorf("kafkazk: create %s: %w", TopicPath(topic), err)
+	}
+	return nil
+}
+
+// SetTopicConfig replaces a topic's config overrides and notifies every
+// broker through /config/changes (Kafka's AdminZkClient.changeTopicConfig).
+func (c *Client) SetTopicConfig(topic string, config map[string]string) error {
+	return c.setTopicConfig(topic, config, true)
+}
+
+func (c *Client) setTopicConfig(topic string, config map[string]string, notify bool) error {
+	p := ConfigTopicPath(topic)
+	data := EncodeTopicConfig(config)
+	if _, err := c.conn.Set(p, data, -1); errors.Is(err, zk.ErrNoNode) {
+		if _, err = c.conn.Create(p, data, 0, acl); err != nil && !errors.Is(err, zk.ErrNodeExists) {
+			return fmt.Errorf("kafkazk: create %s: %w", p, err)
+		}
+	} else if err != nil {
+		return fmt.Errorf("kafkazk: write %s: %w", p, err)
+	}
+	if !notify {
+		return nil
+	}
+	if _, err := c.conn.Create(configChangePrefix, EncodeConfigChange("topics/"+topic), zk.FlagSequence, acl); err != nil {
+		return fmt.Errorf("kafkazk: notify %s: %w", ConfigChangesPath, err)
+	}
+	return nil
+}
+
+// TopicConfig reads a topic's config overrides (none if it has none).
+func (c *Client) TopicConfig(topic string) (map[string]string, error) {
+	data, _, err := c.conn.Get(ConfigTopicPath(topic))
+	if errors.Is(err, zk.ErrNoNode) || (err == nil && len(data) == 0) {
+		return map[string]string{}, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("kafkazk: read %s: %w", ConfigTopicPath(topic), err)
+	}
+	return DecodeTopicConfig(data)
+}
+
+// ConfigChangesW lists /config/changes' notifications, with a watch for
+// the next.
+func (c *Client) ConfigChangesW() ([]string, <-chan zk.Event, error) {
+	names, _, ch, err := c.conn.ChildrenW(ConfigChangesPath)
+	if err != nil {
+		return nil, nil, fmt.Errorf("kafkazk: watch %s: %w", ConfigChangesPath, err)
+	}
+	slices.Sort(names)
+	return names, ch, nil
+}
+
+// Topics lists the topics.
+func (c *Client) Topics() ([]string, error) {
+	names, _, err := c.conn.Children(TopicsPath)
+	if err != nil {
+		return nil, fmt.Errorf("kafkazk: list %s: %w", TopicsPath, err)
+	}
+	slices.Sort(names)
+	return names, nil
+}
+
+// TopicsW is Topics with a watch that fires when a topic is created or
+// deleted.
+func (c *Client) TopicsW() ([]string, <-chan zk.Event, error) {
+	names, _, ch, err := c.conn.ChildrenW(TopicsPath)
+	if err != nil {
+		return nil, nil, fmt.Errorf("kafkazk: watch %s: %w", TopicsPath, err)
+	}
+	slices.Sort(names)
+	return names, ch, nil
+}
+
+// VersionedAssignment is a topic's assignment and its znode's version.
+type VersionedAssignment struct {
+	TopicAssignment
+	ZkVersion int32
+}
+
+// TopicAssignments reads the assignments of topics; a topic that does not
+// exist is left out.
+func (c *Client) TopicAssignments(topics ...string) (map[string]VersionedAssignment, error) {
+	var mu sync.Mutex
+	out := make(map[string]VersionedAssignment, len(topics))
+	err := parallel(len(topics), func(i int) error {
+		data, stat, err := c.conn.Get(TopicPath(topics[i]))
+		if errors.Is(err, zk.ErrNoNode) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("kafkazk: read %s: %w", TopicPath(topics[i]), err)
+		}
+		a, err := DecodeTopicAssignment(topics[i], data)
+		if err != nil {
+			return err
+		}
+		mu.Lock()
+		out[topics[i]] = VersionedAssignment{a, stat.Version}
+		mu.Unlock()
+		return nil
+	})
+	return out, err
+}
+
+// SetTopicAssignment rewrites a topic's assignment (a reassignment's
+// steps, new partitions), fenced and conditional on its version.
+func (c *Client) SetTopicAssignment(e ControllerEpoch, topic string, a TopicAssignment, version int32) (int32, error) {
+	resp, err := c.fenced(e, &zk.SetDataRequest{Path: TopicPath(topic), Data: a.Encode(), Version: version})
+	if err != nil {
+		return 0, err
+	}
+	return resp[0].Stat.Version, nil
+}
+
+// VersionedState is a partition's state and its znode's version, the
+// partition epoch LeaderAndIsr carries as zkVersion.
+type VersionedState struct {
+	isr.PartitionState
+	ZkVersion int32
+}
+
+// CreatePartitionStates creates new partitions' state znodes (and the
+// znodes above them), each write fenced by the controller's epoch, and
+// returns each state's version (0). Kafka's controller does this when a
+// partition goes from NewPartition to OnlinePartition.
+func (c *Client) CreatePartitionStates(e ControllerEpoch, states map[commitlog.TopicPartition]isr.PartitionState) error {
+	tps := sortedPartitions(states)
+	topics := map[string]bool{}
+	for _, tp := range tps {
+		topics[tp.Topic] = true
+	}
+	for _, topic := range slices.Sorted(maps.Keys(topics)) {
+		if err := c.fencedCreateIfMissing(e, TopicPartitionsPath(topic)); err != nil {
+			return err
+		}
+	}
+	return parallel(len(tps), func(i int) error {
+		tp := tps[i]
+		if err := c.fencedCreateIfMissing(e, TopicPartitionPath(tp)); err != nil {
+			return err
+		}
+		_, err := c.fenced(e, &zk.CreateRequest{Path: PartitionStatePath(tp), Data: states[tp].Encode(), Acl: acl})
+		return err
+	})
+}
+
+// fencedCreateIfMissing creates an empty persistent znode, fenced; one
+// that exists is fine.
+func (c *Client) fencedCreateIfMissing(e ControllerEpoch, p string) error {
+	_, err := c.fenced(e, &zk.CreateRequest{Path: p, Acl: acl})
+	if err != nil && !errors.Is(err, zk.ErrNodeExists) {
+		return err
+	}
+	return nil
+}
+
+// UpdatePartitionStates writes partition states as the controller
+// (leader elections, ISR changes for dead brokers), each fenced and
+// conditional on the version given. It returns the new versions of those
+// written and the error of each that was not (zk.ErrBadVersion: the
+// leader changed the ISR since; re-read and decide again). A fenced
+// refusal fails the whole call with ErrControllerMoved.
+func (c *Client) UpdatePartitionStates(e ControllerEpoch, states map[commitlog.TopicPartition]VersionedState) (map[commitlog.TopicPartition]int32, map[commitlog.TopicPartition]error, error) {
+	tps := sortedPartitions(states)
+	var mu sync.Mutex
+	written := make(map[commitlog.TopicPartition]int32, len(tps))
+	failed := map[commitlog.TopicPartition]error{}
+	err := parallel(len(tps), func(i int) error {
+		tp := tps[i]
+		s := states[tp]
+		resp, err := c.fenced(e, &zk.SetDataRequest{Path: PartitionStatePath(tp), Data: s.Encode(), Version: s.ZkVersion})
+		mu.Lock()
+		defer mu.Unlock()
+		switch {
+		case errors.Is(err, ErrControllerMoved):
+			return err
+		case err != nil:
+			failed[tp] = err
+		default:
+			written[tp] = resp[0].Stat.Version
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	return written, failed, nil
+}
+
+// PartitionStates reads partitions' states; one without a state znode is
+// left out.
+func (c *Client) PartitionStates(tps ...commitlog.TopicPartition) (map[commitlog.TopicPartition]VersionedState, error) {
+	var mu sync.Mutex
+	out := make(map[commitlog.TopicPartition]VersionedState, len(tps))
+	err := parallel(len(tps), func(i int) error {
+		s, v, err := c.PartitionState(tps[i])
+		if errors.Is(err, isr.ErrNoNode) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		mu.Lock()
+		out[tps[i]] = VersionedState{s, v}
+		mu.Unlock()
+		return nil
+	})
+	return out, err
+}
+
+// The three methods of stage 04's isr.StateStore: a leader's ISR changes,
+// written to ZooKeeper as Kafka 2.x leaders wrote them (before KIP-497's
+// AlterIsr moved the write to the controller).
+var _ isr.StateStore = (*Client)(nil)
+
+// UpdatePartitionState writes a leader's new ISR if the state znode is
+// still at expectedVersion: not fenced by the controller's epoch (the
+// leader is not the controller), but by the znode's own version, which
+// the controller bumps whenever it decides.
+func (c *Client) UpdatePartitionState(tp commitlog.TopicPartition, s isr.PartitionState, expectedVersion int32) (int32, error) {
+	stat, err := c.conn.Set(PartitionStatePath(tp), s.Encode(), expectedVersion)
+	switch {
+	case errors.Is(err, zk.ErrBadVersion):
+		return 0, fmt.Errorf("%w: %s at version %d", isr.ErrBadVersion, PartitionStatePath(tp), expectedVersion)
+	case errors.Is(err, zk.ErrNoNode):
+		return 0, fmt.Errorf("%w: %s", isr.ErrNoNode, PartitionStatePath(tp))
+	case err != nil:
+		return 0, fmt.Errorf("kafkazk: write %s: %w", PartitionStatePath(tp), err)
+	}
+	return stat.Version, nil
+}
+
+// PartitionState reads a partition's state and its version.
+func (c *Client) PartitionState(tp commitlog.TopicPartition) (isr.PartitionState, int32, error) {
+	data, stat, err := c.conn.Get(PartitionStatePath(tp))
+	if errors.Is(err, zk.ErrNoNode) {
+		return isr.PartitionState{}, 0, fmt.Errorf("%w: %s", isr.ErrNoNode, PartitionStatePath(tp))
+	}
+	if err != nil {
+		return isr.PartitionState{}, 0, fmt.Errorf("kafkazk: read %s: %w", PartitionStatePath(tp), err)
+	}
+	s, err := isr.DecodePartitionState(data)
+	return s, stat.Version, err
+}
+
+// NotifyIsrChange writes a sequential /isr_change_notification/isr_change_
+// znode naming tps, for the controller to read.
+func (c *Client) NotifyIsrChange(tps []commitlog.TopicPartition) error {
+	if _, err := c.conn.Create(isrChangePrefix, isr.EncodeIsrChange(tps), zk.FlagSequence, acl); err != nil {
+		return fmt.Errorf("kafkazk: notify an ISR change: %w", err)
+	}
+	return nil
+}
+
+// IsrChangeNotificationsW lists the pending ISR change notifications, in
+// order, with a watch for the next.
+func (c *Client) IsrChangeNotificationsW() ([]string, <-chan zk.Event, error) {
+	names, _, ch, err := c.conn.ChildrenW(IsrChangeNotificationPath)
+	if err != nil {
+		return nil, nil, fmt.Errorf("kafkazk: watch %s: %w", IsrChangeNotificationPath, err)
+	}
+	slices.Sort(names)
+	return names, ch, nil
+}
+
+// ConsumeIsrChanges reads the named notifications and deletes them
+// (fenced), returning the partitions they name, each once.
+func (c *Client) ConsumeIsrChanges(e ControllerEpoch, names []string) ([]commitlog.TopicPartition, error) {
+	seen := map[commitlog.TopicPartition]bool{}
+	var out []commitlog.TopicPartition
+	for _, name := range names {
+		p := path.Join(IsrChangeNotificationPath, name)
+		data, _, err := c.conn.Get(p)
+		if errors.Is(err, zk.ErrNoNode) {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("kafkazk: read %s: %w", p, err)
+		}
+		tps, err := isr.DecodeIsrChange(data)
+		if err == nil {
+			for _, tp := range tps {
+				if !seen[tp] {
+					seen[tp] = true
+					out = append(out, tp)
+				}
+			}
+		}
+		if _, err := c.fenced(e, &zk.DeleteRequest{Path: p, Version: -1}); err != nil && !errors.Is(err, zk.ErrNoNode) {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// MarkTopicForDeletion asks the controller to delete a topic
+// (/admin/delete_topics/<topic>, empty, as Kafka's AdminZkClient writes it).
+func (c *Client) MarkTopicForDeletion(topic string) error {
+	_, err := c.conn.Create(DeleteTopicPath(topic), nil, 0, acl)
+	if err != nil && !errors.Is(err, zk.ErrNodeExists) {
+		return fmt.Errorf("kafkazk: create %s: %w", DeleteTopicPath(topic), err)
+	}
+	return nil
+}
+
+// TopicsToDeleteW lists the topics marked for deletion, with a watch.
+func (c *Client) TopicsToDeleteW() ([]string, <-chan zk.Event, error) {
+	names, _, ch, err := c.conn.ChildrenW(DeleteTopicsPath)
+	if err != nil {
+		return nil, nil, fmt.Errorf("kafkazk: watch %s: %w", DeleteTopicsPath, err)
+	}
+	slices.Sort(names)
+	return names, ch, nil
+}
+
+// DeleteTopicZNodes removes a deleted topic's znodes, fenced: its
+// partitions' states, its assignment, its config and its deletion mark,
+// children before parents (Kafka's deleteTopicZNode and friends).
+func (c *Client) DeleteTopicZNodes(e ControllerEpoch, topic string) error {
+	for _, p := range []string{TopicPath(topic), ConfigTopicPath(topic), DeleteTopicPath(topic)} {
+		if err := c.deleteRecursive(e, p); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// deleteRecursive deletes a znode and everything under it, fenced.
+func (c *Client) deleteRecursive(e ControllerEpoch, p string) error {
+	children, _, err := c.conn.Children(p)
+	if errors.Is(err, zk.ErrNoNode) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("kafkazk: list %s: %w", p, err)
+	}
+	for _, child := range children {
+		if err := c.deleteRecursive(e, p+"/"+child); err != nil {
+			return err
+		}
+	}
+	if _, err := c.fenced(e, &zk.DeleteRequest{Path: p, Version: -1}); err != nil && !errors.Is(err, zk.ErrNoNode) {
+		return err
+	}
+	return nil
+}
+
+// ProducerIDBlock is /latest_producer_id_block as stage 04's producer id
+// allocator reads and writes it (producer.Node), with conditional writes.
+func (c *Client) ProducerIDBlock() producer.Node { return idBlockNode{c} }
+
+type idBlockNode struct{ c *Client }
+
+func (n idBlockNode) Get() ([]byte, int32, bool, error) {
+	data, stat, err := n.c.conn.Get(ProducerIDBlockPath)
+	if errors.Is(err, zk.ErrNoNode) {
+		return nil, 0, false, nil
+	}
+	if err != nil {
+		return nil, 0, false, fmt.Errorf("kafkazk: read %s: %w", ProducerIDBlockPath, err)
+	}
+	return data, stat.Version, true, nil
+}
+
+func (n idBlockNode) Create(data []byte) error {
+	_, err := n.c.conn.Create(ProducerIDBlockPath, data, 0, acl)
+	if errors.Is(err, zk.ErrNodeExists) {
+		return fmt.Errorf("%w: %s was created meanwhile", producer.ErrConflict, ProducerIDBlockPath)
+	}
+	return err
+}
+
+func (n idBlockNode) Set(data []byte, version int32) error {
+	_, err := n.c.conn.Set(ProducerIDBlockPath, data, version)
+	if errors.Is(err, zk.ErrBadVersion) {
+		return fmt.Errorf("%w: %s moved past version %d", producer.ErrConflict, ProducerIDBlockPath, version)
+	}
+	return err
+}
+
+// sortedPartitions returns a map's partitions in topic, partition order.
+func sortedPartitions[V any](m map[commitlog.TopicPartition]V) []commitlog.TopicPartition {
+	out := make([]commitlog.TopicPartition, 0, len(m))
+	for tp := range m {
+		out = append(out, tp)
+	}
+	slices.SortFunc(out, func(a, b commitlog.TopicPartition) int {
+		if c := strings.Compare(a.Topic, b.Topic); c != 0 {
+			return c
+		}
+		return int(a.Partition) - int(b.Partition)
+	})
+	return out
+}
