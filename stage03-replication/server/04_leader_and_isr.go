@@ -18,8 +18,9 @@ import (
 // from the leader, truncating first by leader epoch. A request from an older
 // controller epoch is refused whole (STALE_CONTROLLER_EPOCH); a partition
 // state whose leader epoch is not newer than this broker's is ignored, as
-// Kafka does. v1 adds IsNew, v2 groups partitions by topic and adds the
-// broker epoch, v3 the replicas being added and removed, v4 is flexible.
+// Kafka does; one meant for an earlier incarnation of this broker
+// (SetBrokerEpoch) is refused with STALE_BROKER_EPOCH. v1 adds IsNew, v2
+// groups partitions by topic and adds the broker epoch, v3 the replicas being added and removed, v4 is flexible.
 func (s *Server) leaderAndIsrAPI() broker.API {
 	return broker.API{Key: 4, MinVersion: 0, MaxVersion: 4, Handle: s.handleLeaderAndIsr}
 }
@@ -27,6 +28,13 @@ func (s *Server) leaderAndIsrAPI() broker.API {
 func (s *Server) handleLeaderAndIsr(r *broker.Request) {
 	req := r.Body.(*kmsg.LeaderAndISRRequest)
 	resp := kmsg.NewPtrLeaderAndISRResponse()
+	if s.staleBrokerEpoch(req.BrokerEpoch) {
+		s.Logger().Warn("ignoring LeaderAndIsr for an earlier incarnation of this broker", "broker_epoch", req.BrokerEpoch,
+			"current", s.BrokerEpoch(), "controller", req.ControllerID)
+		resp.ErrorCode = kerr.StaleBrokerEpoch.Code
+		r.Respond(resp)
+		return
+	}
 	parts := req.PartitionStates         // v0-v1
 	for _, ts := range req.TopicStates { // v2+
 		for _, ps := range ts.PartitionStates {

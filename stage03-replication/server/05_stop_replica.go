@@ -13,7 +13,8 @@ import (
 
 // StopReplica (key 5), v0-v2: the controller stops this broker's replicas
 // of some partitions (they moved away) and, with DeletePartitions, deletes
-// their logs (their topic was deleted). v1 groups partitions by topic and
+// their logs (their topic was deleted); a request for an earlier
+// incarnation of this broker gets STALE_BROKER_EPOCH. v1 groups partitions by topic and
 // adds the broker epoch, v2 is flexible.
 func (s *Server) stopReplicaAPI() broker.API {
 	return broker.API{Key: 5, MinVersion: 0, MaxVersion: 2, Handle: s.handleStopReplica}
@@ -22,6 +23,11 @@ func (s *Server) stopReplicaAPI() broker.API {
 func (s *Server) handleStopReplica(r *broker.Request) {
 	req := r.Body.(*kmsg.StopReplicaRequest)
 	resp := kmsg.NewPtrStopReplicaResponse()
+	if s.staleBrokerEpoch(req.BrokerEpoch) {
+		resp.ErrorCode = kerr.StaleBrokerEpoch.Code
+		r.Respond(resp)
+		return
+	}
 	var tps []commitlog.TopicPartition
 	for _, t := range req.Topics {
 		if req.Version == 0 {

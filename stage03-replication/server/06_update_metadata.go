@@ -9,7 +9,8 @@ import (
 
 // UpdateMetadata (key 6), v0-v6: the controller tells every broker the
 // state of every partition and which brokers are alive; clients' Metadata
-// requests are answered from it. v1 lists each broker's endpoints, v2 its
+// requests are answered from it (unless it is for an earlier incarnation
+// of this broker: STALE_BROKER_EPOCH). v1 lists each broker's endpoints, v2 its
 // rack, v3 listener names, v4 offline replicas, v5 groups partitions by
 // topic and adds the broker epoch, v6 is flexible.
 func (s *Server) updateMetadataAPI() broker.API {
@@ -19,7 +20,9 @@ func (s *Server) updateMetadataAPI() broker.API {
 func (s *Server) handleUpdateMetadata(r *broker.Request) {
 	req := r.Body.(*kmsg.UpdateMetadataRequest)
 	resp := kmsg.NewPtrUpdateMetadataResponse()
-	if err := s.Replicas.CheckControllerEpoch(req.ControllerEpoch); err != nil {
+	if s.staleBrokerEpoch(req.BrokerEpoch) {
+		resp.ErrorCode = kerr.StaleBrokerEpoch.Code
+	} else if err := s.Replicas.CheckControllerEpoch(req.ControllerEpoch); err != nil {
 		resp.ErrorCode = kerr.StaleControllerEpoch.Code
 	} else {
 		s.Metadata.update(req)

@@ -50,6 +50,26 @@ type Server struct {
 	*broker.Broker
 	Replicas *replica.Manager
 	Metadata *MetadataCache
+
+	// brokerEpoch is this broker's epoch (KIP-380), -1 until SetBrokerEpoch.
+	brokerEpoch atomic.Int64
+}
+
+// SetBrokerEpoch records this broker's epoch: from stage 05 on, the
+// creation zxid of its registration znode. From then on LeaderAndIsr,
+// UpdateMetadata and StopReplica requests that carry an older epoch (sent
+// by a controller to an earlier incarnation of this broker, before a
+// restart or a new ZooKeeper session) are refused with STALE_BROKER_EPOCH,
+// as Kafka does since 2.2; a request without one (-1, older versions) is
+// accepted. The stage 03 harness, which has no registration, never sets it.
+func (s *Server) SetBrokerEpoch(epoch int64) { s.brokerEpoch.Store(epoch) }
+
+// BrokerEpoch is the epoch SetBrokerEpoch recorded, or -1.
+func (s *Server) BrokerEpoch() int64 { return s.brokerEpoch.Load() }
+
+// staleBrokerEpoch is Kafka's KafkaApis.isBrokerEpochStale.
+func (s *Server) staleBrokerEpoch(inRequest int64) bool {
+	return inRequest != -1 && inRequest < s.brokerEpoch.Load()
 }
 
 // New builds a server; nothing listens until Start.
@@ -58,6 +78,7 @@ func New(cfg Config, opts Options) (*Server, error) {
 		opts.Logger = slog.Default()
 	}
 	s := &Server{Metadata: newMetadataCache()}
+	s.brokerEpoch.Store(-1)
 	var manager atomic.Pointer[replica.Manager]
 	var err error
 	s.Broker, err = broker.New(cfg.Broker, broker.Options{Logger: opts.Logger,
