@@ -24,13 +24,19 @@ type RegisteredBroker struct {
 }
 
 // RegisterBroker creates the broker's ephemeral registration and returns
-// its broker epoch. If the znode exists and this session owns it (a retry
-// after a lost reply), that one stands; another session's is
-// ErrBrokerIDTaken.
+// its broker epoch. As Kafka, it creates the znode empty and sets its data
+// in one multi, whose answer carries the znode's stat, and so the epoch,
+// in the same round trip (the registration is then at version 1). If the
+// znode exists and this session owns it (a retry after a lost reply),
+// that one stands; another session's is ErrBrokerIDTaken.
 func (c *Client) RegisterBroker(b BrokerInfo) (epoch int64, err error) {
 	path := BrokerPath(b.ID)
-	_, err = c.conn.Create(path, b.Encode(), zk.FlagEphemeral, acl)
-	if err != nil && !errors.Is(err, zk.ErrNodeExists) {
+	resp, _, err := c.multi(&zk.CreateRequest{Path: path, Acl: acl, Flags: zk.FlagEphemeral},
+		&zk.SetDataRequest{Path: path, Data: b.Encode(), Version: 0})
+	if err == nil {
+		return resp[1].Stat.Czxid, nil
+	}
+	if !errors.Is(err, zk.ErrNodeExists) {
 		return 0, fmt.Errorf("kafkazk: register broker %d: %w", b.ID, err)
 	}
 	_, stat, err2 := c.conn.Get(path)

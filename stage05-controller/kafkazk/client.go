@@ -139,9 +139,9 @@ func (c *Client) SessionTimeout() time.Duration { return c.sessionTimeout }
 func (c *Client) Connected() bool { return c.conn.State() == zk.StateHasSession }
 
 // DisconnectedFor is how long the client has been without a connection
-// (0 while it has one). Past the session timeout the ensemble has expired
-// the session, though the client learns it only when it reconnects: a
-// controller stops acting then, without waiting to be told.
+// (0 while it has one). The ensemble may expire the session while the
+// client is cut off, and the client learns it only when it reconnects: a
+// controller uses this to stop acting before that can happen.
 func (c *Client) DisconnectedFor() time.Duration {
 	c.mu.Lock()
 	defer c.mu.Unlock()

@@ -57,6 +57,7 @@ var PersistentPaths = []string{
 	"/config/clients",
 	"/config/users",
 	ConfigBrokersPath,
+	"/config/ips",
 }
 
 // ConsumersPath is the pre-0.9 consumers' znode; Kafka still creates it.

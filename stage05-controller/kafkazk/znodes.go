@@ -141,12 +141,12 @@ const brokerVersion = 5
 
 // Encode returns the registration's JSON.
 func (b BrokerInfo) Encode() []byte {
-	protocols := map[string]string{}
+	var protocols []field // in the listeners' order, as Kafka writes up to four
 	endpoints := make([]string, 0, len(b.Endpoints))
 	var host any // null without a PLAINTEXT endpoint, as Kafka
 	port := -1
 	for _, e := range b.Endpoints {
-		protocols[e.Listener] = e.SecurityProtocol
+		protocols = append(protocols, field{e.Listener, e.SecurityProtocol})
 		endpoints = append(endpoints, e.String())
 		if e.SecurityProtocol == "PLAINTEXT" && host == nil {
 			host, port = e.Host, e.Port
@@ -154,7 +154,7 @@ func (b BrokerInfo) Encode() []byte {
 	}
 	fields := []field{
 		{"features", json.RawMessage("{}")},
-		{"listener_security_protocol_map", stringMap(protocols)},
+		{"listener_security_protocol_map", json.RawMessage(object(protocols...))},
 		{"endpoints", endpoints},
 	}
 	if b.Rack != "" {
@@ -231,17 +231,62 @@ type TopicAssignment struct {
 	Removing map[int32][]int32
 }
 
-// partitionMap writes {"0":[…],"1":[…]} in partition order.
+// partitionMap writes {"0":[…],"1":[…]} in the order Kafka 2.8 (its
+// Scala 2.13 build) writes it: the iteration order of a Scala 2.13
+// mutable.HashMap with those keys, which is partition order up to 11
+// partitions and hash order after ("11","0","1",… at 12).
 func partitionMap(m map[int32][]int32) json.RawMessage {
+	keys := make([]string, 0, len(m))
+	for p := range m {
+		keys = append(keys, strconv.Itoa(int(p)))
+	}
 	fields := make([]field, 0, len(m))
-	for _, p := range slices.Sorted(maps.Keys(m)) {
-		r := m[p]
+	for _, k := range scalaHashMapOrder(keys) {
+		p, _ := strconv.Atoi(k)
+		r := m[int32(p)]
 		if r == nil {
 			r = []int32{}
 		}
-		fields = append(fields, field{strconv.Itoa(int(p)), r})
+		fields = append(fields, field{k, r})
 	}
 	return object(fields...)
+}
+
+// scalaHashMapOrder orders keys as a Scala 2.13 mutable.HashMap built
+// empty and filled with them iterates: by bucket, h & (n-1), then by h
+// within a bucket, where h is Java's String.hashCode spread as h ^ h>>>16
+// and n the table size, 16 doubled while the count reaches 3/4 of it.
+func scalaHashMapOrder(keys []string) []string {
+	n := int32(16)
+	for float64(len(keys)) >= 0.75*float64(n) {
+		n *= 2
+	}
+	spread := func(s string) int32 {
+		var h int32
+		for _, r := range s { // Java hashes UTF-16 code units; partition numbers are ASCII
+			h = 31*h + r
+		}
+		return h ^ int32(uint32(h)>>16)
+	}
+	out := slices.Clone(keys)
+	slices.SortFunc(out, func(a, b string) int {
+		ha, hb := spread(a), spread(b)
+		if ba, bb := ha&(n-1), hb&(n-1); ba != bb {
+			return int(ba - bb)
+		}
+		return cmpInt32(ha, hb)
+	})
+	return out
+}
+
+func cmpInt32(a, b int32) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
 }
 
 // Encode returns the assignment's JSON.
