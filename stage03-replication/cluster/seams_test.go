@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -178,4 +179,27 @@ func TestNewServerBuildsEveryBrokerTheClusterStarts(t *testing.T) {
 	p := tp("built", 0)
 	c.produce(p, kgo.AllISRAcks(), "v")
 	c.waitInSync(p)
+}
+
+// TestAPausedFollowerCopiesNothingMore: PauseFetching(true) returns once
+// the follower has no fetch in flight. Its fetch parked at the leader
+// would otherwise come back with the next record, and a test that pauses
+// a follower to keep a record from it would race with it.
+func TestAPausedFollowerCopiesNothingMore(t *testing.T) {
+	c := startCluster(t, 2)
+	p := tp("paused", 0)
+	c.createTopic(p.Topic, 1, 2)
+	c.produce(p, kgo.AllISRAcks(), "both have it") // the follower's next fetch parks at the leader
+	follower, ok := c.Broker(1)
+	require.True(t, ok)
+	fp, ok := follower.Replicas.Partition(p.Topic, p.Partition)
+	require.True(t, ok)
+	require.Eventually(t, func() bool { return fp.Log.EndOffset() == 1 }, 10*time.Second, time.Millisecond)
+
+	follower.Replicas.PauseFetching(true)
+	c.produce(p, kgo.LeaderAck(), "the leader alone has it")
+	require.Never(t, func() bool { return fp.Log.EndOffset() != 1 }, time.Second, 5*time.Millisecond,
+		"a paused follower copies nothing, not even through a fetch it had parked")
+	follower.Replicas.PauseFetching(false)
+	require.Eventually(t, func() bool { return fp.Log.EndOffset() == 2 }, 10*time.Second, time.Millisecond)
 }

@@ -209,12 +209,16 @@ func (f *fetcher) run() {
 			}
 			client = c
 		}
+		if !f.m.beginRequest() {
+			continue // paused meanwhile: wait at the top
+		}
 		var err error
 		if len(truncate) > 0 {
 			err = f.truncate(client, truncate)
 		} else {
 			err = f.fetch(client, fetch)
 		}
+		f.m.endRequest()
 		if err != nil {
 			if f.ctx.Err() != nil {
 				return

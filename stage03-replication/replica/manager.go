@@ -53,13 +53,17 @@ type Manager struct {
 	fetchers        map[int32]*fetcher                      // by leader id. Protected by mu.
 	checkpointed    map[commitlog.TopicPartition]int64      // high watermarks read at start. Protected by mu.
 
-	// pauseMu guards paused and resumed: fetchers wait while paused is
-	// set (PauseFetching); resumed is closed and replaced when it is
-	// cleared. Not mu: LeaderAndIsr holds mu while it waits for a fetcher
-	// to stop, and a fetcher checks for a pause.
-	pauseMu sync.Mutex
-	paused  bool
-	resumed chan struct{}
+	// pauseMu guards paused, resumed and requesting: fetchers wait while
+	// paused is set (PauseFetching); resumed is closed and replaced when it
+	// is cleared; requesting counts the fetchers' requests in flight, and
+	// idle is signalled when it falls to 0. Not mu: LeaderAndIsr holds mu
+	// while it waits for a fetcher to stop, and a fetcher checks for a
+	// pause.
+	pauseMu    sync.Mutex
+	paused     bool
+	resumed    chan struct{}
+	requesting int
+	idle       *sync.Cond
 
 	stop chan struct{}
 	done sync.WaitGroup
@@ -88,6 +92,7 @@ func NewManager(cfg Config, store *store.Store, opts Options) (*Manager, error) 
 	m := &Manager{cfg: cfg, store: store, opts: opts, logger: opts.Logger.With("broker", cfg.BrokerID),
 		partitions: map[commitlog.TopicPartition]*Partition{}, fetchers: map[int32]*fetcher{},
 		checkpointed: hws, resumed: make(chan struct{}), stop: make(chan struct{})}
+	m.idle = sync.NewCond(&m.pauseMu)
 	m.done.Add(1)
 	go m.checkpointLoop()
 	return m, nil
@@ -330,19 +335,23 @@ func (m *Manager) StartOffsetAdvanced(tp commitlog.TopicPartition, _ *commitlog.
 // broker: its followers stop copying their leaders, as if the network
 // between them were cut, while their connections stay open. Kafka has no
 // such switch; tests and the demo use it to make a follower fall behind
-// and leave the ISR (stage 04).
+// and leave the ISR (stage 04). A pause returns once no fetcher has a
+// request in flight (a long-poll fetch ends within
+// replica.fetch.wait.max.ms), so from then on this broker copies nothing.
 func (m *Manager) PauseFetching(pause bool) {
 	m.pauseMu.Lock()
 	defer m.pauseMu.Unlock()
-	if m.paused == pause {
-		return
+	if m.paused != pause {
+		m.paused = pause
+		if !pause {
+			close(m.resumed)
+			m.resumed = make(chan struct{})
+		}
+		m.logger.Info("replica fetching", "paused", pause)
 	}
-	m.paused = pause
-	if !pause {
-		close(m.resumed)
-		m.resumed = make(chan struct{})
+	for pause && m.requesting > 0 {
+		m.idle.Wait()
 	}
-	m.logger.Info("replica fetching", "paused", pause)
 }
 
 // fetchPaused returns nil if fetching may go on, or a channel closed when
@@ -354,6 +363,26 @@ func (m *Manager) fetchPaused() <-chan struct{} {
 		return nil
 	}
 	return m.resumed
+}
+
+// beginRequest counts a fetcher's request as in flight, unless fetching
+// is paused (false: the fetcher must wait). endRequest ends it.
+func (m *Manager) beginRequest() bool {
+	m.pauseMu.Lock()
+	defer m.pauseMu.Unlock()
+	if m.paused {
+		return false
+	}
+	m.requesting++
+	return true
+}
+
+func (m *Manager) endRequest() {
+	m.pauseMu.Lock()
+	defer m.pauseMu.Unlock()
+	if m.requesting--; m.requesting == 0 {
+		m.idle.Broadcast()
+	}
 }
 
 // CheckpointHighWatermarks writes every partition's high watermark.
