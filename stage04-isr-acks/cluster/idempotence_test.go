@@ -38,6 +38,13 @@ func (tc *testCluster) initProducerID(id int32) (int64, int16) {
 // the leader with acks=all and returns its error code and base offset.
 func (tc *testCluster) produceIdempotent(pid int64, epoch int16, seq int32, n int) (int16, int64) {
 	tc.t.Helper()
+	return tc.produceIdempotentTo(0, -1, pid, epoch, seq, n)
+}
+
+// produceIdempotentTo sends one idempotent batch of n records, values
+// seq-<n>, to a broker with the given acks.
+func (tc *testCluster) produceIdempotentTo(broker int32, acks int16, pid int64, epoch int16, seq int32, n int) (int16, int64) {
+	tc.t.Helper()
 	b := record.NewBatch(time.Now().UnixMilli())
 	b.ProducerID, b.ProducerEpoch, b.BaseSequence = pid, epoch, seq
 	for i := range n {
@@ -46,10 +53,14 @@ func (tc *testCluster) produceIdempotent(pid int64, epoch int16, seq int32, n in
 	batch, err := record.AppendBatch(nil, b)
 	require.NoError(tc.t, err)
 	req := kmsg.NewPtrProduceRequest()
-	req.Acks, req.TimeoutMillis = -1, 10_000
+	req.Acks, req.TimeoutMillis = acks, 10_000
 	req.Topics = []kmsg.ProduceRequestTopic{{Topic: tc.tp.Topic, Partitions: []kmsg.ProduceRequestTopicPartition{
 		{Partition: tc.tp.Partition, Records: batch}}}}
-	resp, err := req.RequestWith(context.Background(), tc.client(kgo.AllISRAcks()).Broker(0))
+	clientAcks := kgo.AllISRAcks() // franz-go rewrites a request's acks to its own setting
+	if acks == 1 {
+		clientAcks = kgo.LeaderAck()
+	}
+	resp, err := req.RequestWith(context.Background(), tc.client(clientAcks).Broker(int(broker)))
 	require.NoError(tc.t, err)
 	p := resp.Topics[0].Partitions[0]
 	return p.ErrorCode, p.BaseOffset
@@ -301,4 +312,41 @@ func TestProducerSnapshotsAtSegmentRollsSurviveACrash(t *testing.T) {
 	require.Equal(t, last, again, "the retry of the last batch is recognized")
 	code, _ = tc.produceIdempotent(pid, epoch, 3*40+1, 1)
 	require.Equal(t, kerr.OutOfOrderSequenceNumber.Code, code, "and the sequence goes on from 120")
+}
+
+// TestTruncationTakesBatchesOutOfTheProducerState: a batch that only the
+// leader had is cut from its log when the leadership moves to a broker
+// without it and it follows (KIP-101), and from its producer state too.
+// Led by that broker again, the producer's retry of the batch is
+// appended, not answered with the offset the batch had before the cut
+// (which another record holds now).
+func TestTruncationTakesBatchesOutOfTheProducerState(t *testing.T) {
+	tc := startCluster(t, nil)
+	pid, epoch := tc.initProducerID(0)
+	code, _ := tc.produceIdempotent(pid, epoch, 0, 3) // A, offsets 0-2, on all three
+	require.Zero(t, code)
+
+	tc.server(1).Replicas.PauseFetching(true)
+	tc.server(2).Replicas.PauseFetching(true)
+	code, lost := tc.produceIdempotentTo(0, 1, pid, epoch, 3, 3) // B, offsets 3-5, on broker 0 alone
+	require.Zero(t, code)
+	require.Equal(t, int64(3), lost)
+	// The leadership moves to broker 1, which never had B (Jepsen's
+	// story, on purpose); broker 0, running, follows it.
+	require.NoError(t, tc.Controller.ElectLeader(tc.tp, 1))
+	tc.server(1).Replicas.PauseFetching(false)
+	tc.server(2).Replicas.PauseFetching(false)
+
+	other, otherEpoch := tc.initProducerID(1)
+	code, base := tc.produceIdempotentTo(1, 1, other, otherEpoch, 0, 1) // C takes offset 3 on the new leader
+	require.Zero(t, code)
+	require.Equal(t, int64(3), base)
+	require.Eventually(t, func() bool { return tc.logEnd(0) == 4 }, 20*time.Second, 10*time.Millisecond,
+		"broker 0 cut B and copied C")
+	require.NoError(t, tc.Controller.ElectLeader(tc.tp, 0))
+
+	code, retried := tc.produceIdempotent(pid, epoch, 3, 3)
+	require.Zero(t, code)
+	require.Equal(t, int64(4), retried, "B is appended after C, not taken for a duplicate at 3")
+	require.Equal(t, []string{"seq-0", "seq-1", "seq-2", "seq-0", "seq-3", "seq-4", "seq-5"}, tc.readAll())
 }
