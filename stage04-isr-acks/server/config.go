@@ -58,10 +58,12 @@ type TopicConfig struct {
 // DefaultTopicConfig is Kafka's.
 func DefaultTopicConfig() TopicConfig { return TopicConfig{MinInsyncReplicas: 1} }
 
-// ParseConfig reads a broker's configuration; every key must be known.
-func ParseConfig(props map[string]string, logger *slog.Logger) (Config, error) {
-	base, err := server.ParseConfig(props, logger, KeyLagTimeMax, KeyMinInsyncReplicas, KeyUncleanLeaderElection,
-		KeyProducerIDExpiration, KeyProducerIDExpirationCheck)
+// ParseConfig reads a broker's configuration; every key must be known:
+// this stage's, the stages' below, or one of extraKeys, which a later
+// stage parses itself (stage 05's zookeeper.connect).
+func ParseConfig(props map[string]string, logger *slog.Logger, extraKeys ...string) (Config, error) {
+	base, err := server.ParseConfig(props, logger, append([]string{KeyLagTimeMax, KeyMinInsyncReplicas, KeyUncleanLeaderElection,
+		KeyProducerIDExpiration, KeyProducerIDExpirationCheck}, extraKeys...)...)
 	if err != nil {
 		return Config{}, err
 	}

@@ -32,6 +32,9 @@ type Options struct {
 	OnResigned func()
 	// Now is the clock for /controller's timestamp; time.Now if nil.
 	Now func() time.Time
+	// UncleanLeaderElection is the broker default of
+	// unclean.leader.election.enable; a topic's config overrides it.
+	UncleanLeaderElection bool
 }
 
 // Controller is one broker's controller: active when the broker won the
@@ -54,6 +57,14 @@ type Controller struct {
 	// activeID is the controller this broker last saw in /controller (-1:
 	// none). Event goroutine only.
 	activeID int32
+
+	// While active (event goroutine only): what the controller knows,
+	// its connections to the brokers, and the term, which grows at each
+	// election and resignation so that a watch armed in an earlier term
+	// is ignored.
+	state    *clusterState
+	channels *channels
+	term     int
 }
 
 // New returns a controller for brokerID on the session zk; nothing runs
@@ -141,6 +152,10 @@ func (c *Controller) elect() {
 	c.activeID = c.brokerID
 	c.epoch.Store(&epoch)
 	c.logger.Info("elected controller", "epoch", epoch.Epoch, "epoch_zk_version", epoch.ZkVersion)
+	c.failover(epoch)
+	if !c.IsActive() {
+		return // the failover failed and resigned
+	}
 	if c.opts.OnElected != nil {
 		c.opts.OnElected(epoch)
 	}
@@ -178,11 +193,12 @@ func (c *Controller) expire() {
 
 // resign stops acting as the controller. Idempotent.
 func (c *Controller) resign(why string) {
-	if !c.IsActive() {
+	if c.state == nil && !c.IsActive() {
 		return
 	}
 	c.epoch.Store(nil)
 	c.logger.Warn("resigning as controller", "why", why)
+	c.resigned()
 	if c.opts.OnResigned != nil {
 		c.opts.OnResigned()
 	}
@@ -210,11 +226,15 @@ func (c *Controller) watchSession() {
 		case <-c.done:
 			return
 		case <-tick.C:
-			if c.IsActive() && c.zk.DisconnectedFor() >= limit {
+			// Stop acting here and now: the event goroutine may be
+			// blocked in a ZooKeeper call that waits for the connection.
+			// Requests to brokers check IsActive before they go; the
+			// event does the rest when the goroutine is free.
+			if c.zk.DisconnectedFor() >= limit && c.epoch.Swap(nil) != nil {
+				c.logger.Warn("cut off from ZooKeeper: the session may expire; the controller stops acting",
+					"disconnected_for", c.zk.DisconnectedFor().Round(time.Millisecond))
 				c.queue.put(funcEvent{"SessionLost", func(c *Controller) {
-					if c.zk.DisconnectedFor() >= limit {
-						c.resign("cut off from ZooKeeper: the session may expire")
-					}
+					c.resign("cut off from ZooKeeper: the session may expire")
 				}})
 			}
 		}

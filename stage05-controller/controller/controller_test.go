@@ -65,18 +65,27 @@ func startCandidates(t *testing.T, ens *zktest.Ensemble, n int) []*candidate {
 	return out
 }
 
-// stop closes the controller and then the session, as a broker's clean
-// shutdown does. Stopping twice is harmless.
-func (cd *candidate) stop() {
+// electedTimes and resignedTimes are copies of what the callbacks saw.
+func (cd *candidate) electedTimes() []time.Time {
 	cd.mu.Lock()
 	defer cd.mu.Unlock()
+	return append([]time.Time(nil), cd.elected...)
+}
+
+func (cd *candidate) resignedTimes() []time.Time {
+	cd.mu.Lock()
+	defer cd.mu.Unlock()
+	return append([]time.Time(nil), cd.resigned...)
+}
+
+// stop closes the controller and then the session, as a broker's clean
+// shutdown does. Stopping twice is harmless. Test goroutine only.
+func (cd *candidate) stop() {
 	if cd.ctl == nil {
 		return
 	}
-	cd.mu.Unlock()
 	cd.ctl.Close()
 	cd.zk.Close()
-	cd.mu.Lock()
 	cd.ctl = nil
 }
 
@@ -160,39 +169,53 @@ func TestACutOffControllerResignsBeforeItsSuccessorIsElectedAndIsFenced(t *testi
 
 	cut := time.Now()
 	old.proxy.Cut()
+	stoppedActing := make(chan time.Time, 1)
+	go func() { // when the old controller stops acting, to the millisecond
+		for old.ctl.IsActive() {
+			time.Sleep(time.Millisecond)
+		}
+		stoppedActing <- time.Now()
+	}()
 	var successor *candidate
 	require.Eventually(t, func() bool {
 		for _, cd := range cds {
-			if cd != old && cd.ctl.IsActive() {
+			if cd != old && cd.ctl.IsActive() && len(cd.electedTimes()) > 0 {
 				successor = cd
 				return true
 			}
 		}
 		return false
 	}, 30*time.Second, 5*time.Millisecond, "another broker becomes the controller")
-	old.mu.Lock()
-	require.Len(t, old.resigned, 1, "the old controller had resigned")
-	resignedAfter := old.resigned[0].Sub(cut)
-	old.mu.Unlock()
-	successor.mu.Lock()
-	electedAfter := successor.elected[len(successor.elected)-1].Sub(cut)
-	successor.mu.Unlock()
-	t.Logf("cut at 0: old controller resigned at %v, broker %d elected at %v (session timeout %v)",
+	var resignedAfter time.Duration
+	select {
+	case at := <-stoppedActing:
+		resignedAfter = at.Sub(cut)
+	default:
+		t.Fatal("the old controller is still acting while another was elected")
+	}
+	elected := successor.electedTimes()
+	electedAfter := elected[len(elected)-1].Sub(cut)
+	t.Logf("cut at 0: old controller stopped acting at %v, broker %d elected at %v (session timeout %v)",
 		resignedAfter.Round(time.Millisecond), successor.id, electedAfter.Round(time.Millisecond), zktest.SessionTimeout)
 	require.Less(t, resignedAfter, electedAfter, "never two controllers")
+	require.Eventually(t, func() bool { return len(old.resignedTimes()) == 1 }, 30*time.Second, 10*time.Millisecond,
+		"and resigned once its event goroutine was free")
 	newEpoch, _ := successor.ctl.Epoch()
 	require.Greater(t, newEpoch.Epoch, oldEpoch.Epoch)
 
 	old.proxy.Restore()
 	require.Eventually(t, old.zk.Connected, 30*time.Second, 10*time.Millisecond, "the old controller reconnects")
 	require.Same(t, successor, active(t, cds), "and stands by")
-	s, v, err := old.zk.PartitionState(tp)
+	// The state as the new controller left it (its failover found no live
+	// replica and took the partition offline), and a zombie write on it.
+	before, v, err := old.zk.PartitionState(tp)
 	require.NoError(t, err)
+	s := before
 	s.Leader = 1
 	_, _, err = old.zk.UpdatePartitionStates(oldEpoch, map[commitlog.TopicPartition]kafkazk.VersionedState{tp: {PartitionState: s, ZkVersion: v}})
 	require.ErrorIs(t, err, kafkazk.ErrControllerMoved, "a write with the old epoch is fenced")
 	got, gotVersion, err := successor.zk.PartitionState(tp)
 	require.NoError(t, err)
-	require.Equal(t, int32(0), got.Leader, "and changed nothing")
+	require.Equal(t, before, got, "and changed nothing")
 	require.Equal(t, v, gotVersion)
 }

@@ -372,6 +372,17 @@ func EncodeConfigChange(entityPath string) []byte {
 	return object(field{"version", 2}, field{"entity_path", entityPath})
 }
 
+// DecodeConfigChange reads a notification's entity path ("topics/orders").
+func DecodeConfigChange(data []byte) (string, error) {
+	var raw struct {
+		EntityPath string `json:"entity_path"`
+	}
+	if err := json.Unmarshal(data, &raw); err != nil || raw.EntityPath == "" {
+		return "", fmt.Errorf("kafkazk: config change %q has no entity_path", data)
+	}
+	return raw.EntityPath, nil
+}
+
 // EncodeClusterID returns /cluster/id's JSON. Kafka writes the version as
 // a string here, unlike everywhere else.
 //

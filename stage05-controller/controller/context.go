@@ -1,0 +1,112 @@
+package controller
+
+import (
+	"net"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/kafkaworkbook/workbook/stage01-log/commitlog"
+	"github.com/kafkaworkbook/workbook/stage05-controller/kafkazk"
+)
+
+// clusterState is what the active controller knows of the cluster (Kafka's
+// ControllerContext): loaded from ZooKeeper when it is elected, kept up to
+// date by its own decisions and the watches. Event goroutine only.
+type clusterState struct {
+	epoch kafkazk.ControllerEpoch
+
+	live   map[int32]kafkazk.RegisteredBroker                  // registered brokers, by id
+	topics map[string]kafkazk.VersionedAssignment              // by topic
+	states map[commitlog.TopicPartition]kafkazk.VersionedState // the partition state znodes, as last read or written
+
+	unclean       map[string]bool           // topics' unclean.leader.election.enable overrides
+	deleting      map[string]bool           // topics marked for deletion, being deleted
+	deletionWaits map[string]map[int32]bool // topic being deleted -> brokers whose replicas are not deleted yet
+	shuttingDown  map[int32]bool            // brokers in a controlled shutdown: never elected
+}
+
+func newClusterState(epoch kafkazk.ControllerEpoch) *clusterState {
+	return &clusterState{epoch: epoch, live: map[int32]kafkazk.RegisteredBroker{},
+		topics: map[string]kafkazk.VersionedAssignment{}, states: map[commitlog.TopicPartition]kafkazk.VersionedState{},
+		unclean: map[string]bool{}, deleting: map[string]bool{}, deletionWaits: map[string]map[int32]bool{},
+		shuttingDown: map[int32]bool{}}
+}
+
+// isLive reports whether a broker is registered and not shutting down:
+// one that may lead or be in an ISR the controller writes.
+func (cs *clusterState) isLive(id int32) bool {
+	_, ok := cs.live[id]
+	return ok && !cs.shuttingDown[id]
+}
+
+// replicas returns a partition's assigned replicas, in preference order.
+func (cs *clusterState) replicas(tp commitlog.TopicPartition) []int32 {
+	return cs.topics[tp.Topic].Replicas[tp.Partition]
+}
+
+// partitions lists every partition of every topic, in order.
+func (cs *clusterState) partitions() []commitlog.TopicPartition {
+	var out []commitlog.TopicPartition
+	for _, topic := range sortedKeys(cs.topics) {
+		for _, p := range sortedKeys(cs.topics[topic].Replicas) {
+			out = append(out, commitlog.TopicPartition{Topic: topic, Partition: p})
+		}
+	}
+	return out
+}
+
+// partitionsOn lists the partitions with a replica on broker id.
+func (cs *clusterState) partitionsOn(id int32) []commitlog.TopicPartition {
+	var out []commitlog.TopicPartition
+	for _, tp := range cs.partitions() {
+		if slices.Contains(cs.replicas(tp), id) {
+			out = append(out, tp)
+		}
+	}
+	return out
+}
+
+// liveIDs lists the registered brokers, in order (those shutting down
+// included: they still serve until they exit).
+func (cs *clusterState) liveIDs() []int32 { return sortedKeys(cs.live) }
+
+// endpoint returns a broker's PLAINTEXT endpoint (the first listener when
+// it has none): where the controller and other brokers reach it.
+func endpoint(b kafkazk.RegisteredBroker) (kafkazk.Endpoint, bool) {
+	for _, e := range b.Endpoints {
+		if e.SecurityProtocol == "PLAINTEXT" {
+			return e, true
+		}
+	}
+	if len(b.Endpoints) > 0 {
+		return b.Endpoints[0], true
+	}
+	return kafkazk.Endpoint{}, false
+}
+
+// addr is host:port of a broker's endpoint.
+func addr(b kafkazk.RegisteredBroker) string {
+	e, _ := endpoint(b)
+	return net.JoinHostPort(e.Host, strconv.Itoa(e.Port))
+}
+
+// sortedKeys returns a map's keys in order.
+func sortedKeys[K int32 | string, V any](m map[K]V) []K {
+	out := make([]K, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// sortPartitions orders partitions by topic, then partition.
+func sortPartitions(tps []commitlog.TopicPartition) {
+	slices.SortFunc(tps, func(a, b commitlog.TopicPartition) int {
+		if c := strings.Compare(a.Topic, b.Topic); c != 0 {
+			return c
+		}
+		return int(a.Partition) - int(b.Partition)
+	})
+}

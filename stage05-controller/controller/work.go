@@ -1,0 +1,558 @@
+package controller
+
+import (
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strconv"
+
+	"github.com/go-zookeeper/zk"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kafkaworkbook/workbook/stage01-log/commitlog"
+	"github.com/kafkaworkbook/workbook/stage04-isr-acks/isr"
+	"github.com/kafkaworkbook/workbook/stage05-controller/kafkazk"
+)
+
+// What the active controller does, event by event. Every function here
+// runs on the event goroutine.
+
+// failover is Kafka's onControllerFailover: the broker just won the
+// election. It watches what it must react to, loads the cluster's state,
+// tells every broker the metadata, gives every partition without a live
+// leader one, and tells every live replica its role.
+func (c *Controller) failover(epoch kafkazk.ControllerEpoch) {
+	c.term++
+	c.state = newClusterState(epoch)
+	c.channels = newChannels(c.brokerID, c.IsActive, c.logger)
+	cs := c.state
+
+	brokers, err := c.watchBrokers()
+	if err == nil {
+		err = c.loadTopics()
+	}
+	if err != nil {
+		c.failed("load the cluster state", err)
+		return
+	}
+	for _, b := range brokers {
+		cs.live[b.ID] = b
+		c.channels.add(b.ID, addr(b))
+	}
+	c.logger.Info("controller state loaded", "epoch", epoch.Epoch, "live_brokers", cs.liveIDs(),
+		"topics", len(cs.topics), "partitions", len(cs.states))
+
+	b := newBatch()
+	b.allMetadata = true
+	c.electWhereNeeded(cs.partitions(), b)
+	for _, tp := range cs.partitions() {
+		b.addLeaderAndIsr(cs, tp, nil)
+	}
+	c.send(b)
+	c.isrChanges()
+	c.topicDeletion()
+}
+
+// resigned is Kafka's onControllerResignation: forget the state, stop
+// talking to brokers; the watches of this term are ignored from now on.
+func (c *Controller) resigned() {
+	c.term++
+	if c.channels != nil {
+		c.channels.closeAll()
+	}
+	c.state, c.channels = nil, nil
+}
+
+// failed handles an error the controller cannot go on from: a fenced
+// write (another controller was elected: resign) or ZooKeeper failing
+// (resign too, and run again: the next controller, maybe this broker,
+// starts from what ZooKeeper holds).
+func (c *Controller) failed(what string, err error) {
+	if errors.Is(err, kafkazk.ErrControllerMoved) {
+		c.resign(fmt.Sprintf("%s: %v", what, err))
+		return
+	}
+	c.logger.Error("controller failed; resigning", "doing", what, "err", err)
+	c.resign(what + " failed")
+	if err := c.zk.ResignController(); err != nil {
+		c.logger.Warn("delete /controller", "err", err)
+	}
+	c.retryLater()
+}
+
+// watch arms a ZooKeeper watch for this term: when it fires, f runs as an
+// event, unless the controller resigned or was elected again meanwhile.
+func (c *Controller) watch(name string, ch <-chan zk.Event, f func(c *Controller)) {
+	term := c.term
+	c.wg.Go(func() {
+		select {
+		case <-c.done:
+		case <-ch:
+			c.queue.put(funcEvent{name, func(c *Controller) {
+				if c.state != nil && c.term == term {
+					f(c)
+				}
+			}})
+		}
+	})
+}
+
+// watchBrokers reads /brokers/ids and watches it.
+func (c *Controller) watchBrokers() ([]kafkazk.RegisteredBroker, error) {
+	brokers, ch, err := c.zk.BrokersW()
+	if err != nil {
+		return nil, err
+	}
+	c.watch("BrokerChange", ch, (*Controller).brokerChange)
+	return brokers, nil
+}
+
+// loadTopics reads every topic's assignment, config and partition states,
+// and watches /brokers/topics.
+func (c *Controller) loadTopics() error {
+	topics, ch, err := c.zk.TopicsW()
+	if err != nil {
+		return err
+	}
+	c.watch("TopicChange", ch, (*Controller).topicChange)
+	return c.addTopics(topics)
+}
+
+// addTopics loads topics into the state: assignment, unclean election
+// setting, partition states (those without one are created by
+// electWhereNeeded).
+func (c *Controller) addTopics(topics []string) error {
+	cs := c.state
+	assignments, err := c.zk.TopicAssignments(topics...)
+	if err != nil {
+		return err
+	}
+	var tps []commitlog.TopicPartition
+	for topic, a := range assignments {
+		cs.topics[topic] = a
+		for p := range a.Replicas {
+			tps = append(tps, commitlog.TopicPartition{Topic: topic, Partition: p})
+		}
+		config, err := c.zk.TopicConfig(topic)
+		if err != nil {
+			return err
+		}
+		if v, ok := config["unclean.leader.election.enable"]; ok {
+			cs.unclean[topic], _ = strconv.ParseBool(v)
+		}
+	}
+	states, err := c.zk.PartitionStates(tps...)
+	if err != nil {
+		return err
+	}
+	maps.Copy(cs.states, states)
+	return nil
+}
+
+// uncleanFor is a topic's unclean.leader.election.enable.
+func (c *Controller) uncleanFor(topic string) bool {
+	if v, ok := c.state.unclean[topic]; ok {
+		return v
+	}
+	return c.opts.UncleanLeaderElection
+}
+
+// electWhereNeeded gives a leader to every partition among tps that lacks
+// a live one: a new partition (no state yet) gets its first live replica
+// and the live replicas as its ISR (Kafka's NewPartition to
+// OnlinePartition); a partition whose leader is gone gets one by
+// offlineElection. The decisions are written to ZooKeeper and added to b.
+func (c *Controller) electWhereNeeded(tps []commitlog.TopicPartition, b *batch) {
+	cs := c.state
+	created := map[commitlog.TopicPartition]isr.PartitionState{}
+	decided := map[commitlog.TopicPartition]kafkazk.VersionedState{}
+	for _, tp := range tps {
+		if cs.deleting[tp.Topic] {
+			continue
+		}
+		replicas := cs.replicas(tp)
+		s, ok := cs.states[tp]
+		if !ok {
+			var live []int32
+			for _, r := range replicas {
+				if cs.isLive(r) {
+					live = append(live, r)
+				}
+			}
+			if len(live) == 0 {
+				c.logger.Warn("new partition has no live replica; it stays offline", "partition", tp, "replicas", replicas)
+				continue
+			}
+			created[tp] = isr.PartitionState{ControllerEpoch: cs.epoch.Epoch, Leader: live[0], LeaderEpoch: 0, ISR: live}
+			continue
+		}
+		if s.Leader >= 0 && cs.isLive(s.Leader) {
+			continue
+		}
+		next := s
+		leader, newISR, ok := offlineElection(replicas, s.ISR, cs.isLive, c.uncleanFor(tp.Topic))
+		if ok {
+			if !slices.Contains(s.ISR, leader) {
+				c.logger.Warn("unclean leader election: an out-of-sync replica leads; what only the ISR had is lost",
+					"partition", tp, "leader", leader, "old_isr", s.ISR)
+			}
+			next.Leader, next.ISR = leader, newISR
+		} else {
+			if s.Leader < 0 {
+				continue // offline already, and still no candidate
+			}
+			next.PartitionState = withoutReplicas(s.PartitionState, func(r int32) bool { return !cs.isLive(r) })
+			c.logger.Warn("no live replica in the ISR; the partition goes offline", "partition", tp, "isr", s.ISR)
+		}
+		next.LeaderEpoch++
+		next.ControllerEpoch = cs.epoch.Epoch
+		decided[tp] = next
+	}
+	if len(created) > 0 {
+		if err := c.zk.CreatePartitionStates(cs.epoch, created); err != nil && !errors.Is(err, zk.ErrNodeExists) {
+			c.failed("create partition states", err)
+			return
+		}
+		for tp, s := range created {
+			cs.states[tp] = kafkazk.VersionedState{PartitionState: s, ZkVersion: 0}
+			b.isNew[tp] = true
+			b.addLeaderAndIsr(cs, tp, nil)
+		}
+	}
+	c.writeStates(decided, b)
+}
+
+// writeStates writes the controller's decisions, fenced by its epoch and
+// conditional on each state's version, and adds each written one to b. A
+// state a leader changed meanwhile (bad version) is read again and left
+// to the next event that concerns it.
+func (c *Controller) writeStates(decided map[commitlog.TopicPartition]kafkazk.VersionedState, b *batch) {
+	if len(decided) == 0 || c.state == nil {
+		return
+	}
+	cs := c.state
+	written, failed, err := c.zk.UpdatePartitionStates(cs.epoch, decided)
+	if err != nil {
+		c.failed("write partition states", err)
+		return
+	}
+	for tp, v := range written {
+		s := decided[tp]
+		s.ZkVersion = v
+		cs.states[tp] = s
+		b.addLeaderAndIsr(cs, tp, nil)
+	}
+	var reread []commitlog.TopicPartition
+	for tp, err := range failed {
+		c.logger.Info("partition state changed under the controller; reading it again", "partition", tp, "err", err)
+		reread = append(reread, tp)
+	}
+	if len(reread) > 0 {
+		states, err := c.zk.PartitionStates(reread...)
+		if err != nil {
+			c.failed("read partition states", err)
+			return
+		}
+		maps.Copy(cs.states, states)
+		// Decide again on what is there now (a leader's ISR change
+		// raced with the decision; the decision still has to be made).
+		c.electWhereNeeded(reread, b)
+	}
+}
+
+// brokerChange is Kafka's BrokerChange event: /brokers/ids changed. A
+// broker that registered again with a newer epoch (it restarted, or its
+// session expired, faster than the controller saw it go) is handled as
+// having died and started.
+func (c *Controller) brokerChange() {
+	cs := c.state
+	brokers, err := c.watchBrokers()
+	if err != nil {
+		c.failed("read /brokers/ids", err)
+		return
+	}
+	now := map[int32]kafkazk.RegisteredBroker{}
+	for _, b := range brokers {
+		now[b.ID] = b
+	}
+	var started, died []int32
+	for id, b := range now {
+		old, ok := cs.live[id]
+		switch {
+		case !ok:
+			started = append(started, id)
+		case old.Epoch != b.Epoch:
+			died = append(died, id)
+			started = append(started, id)
+		}
+	}
+	for id := range cs.live {
+		if _, ok := now[id]; !ok {
+			died = append(died, id)
+		}
+	}
+	slices.Sort(started)
+	slices.Sort(died)
+	if len(died) > 0 {
+		c.logger.Info("brokers died", "brokers", died)
+		for _, id := range died {
+			delete(cs.live, id)
+			delete(cs.shuttingDown, id)
+			c.channels.remove(id)
+		}
+		c.brokersDied(died)
+	}
+	if len(started) > 0 {
+		c.logger.Info("brokers started", "brokers", started)
+		for _, id := range started {
+			cs.live[id] = now[id]
+			c.channels.add(id, addr(now[id]))
+		}
+		c.brokersStarted(started)
+	}
+}
+
+// brokersDied is Kafka's onBrokerFailure: the partitions the dead brokers
+// led get new leaders from their live ISRs, and the dead brokers leave the
+// ISRs of the others; the survivors are told.
+func (c *Controller) brokersDied(ids []int32) {
+	cs := c.state
+	dead := func(r int32) bool { return slices.Contains(ids, r) }
+	b := newBatch()
+	var leaderless []commitlog.TopicPartition
+	shrunk := map[commitlog.TopicPartition]kafkazk.VersionedState{}
+	for _, tp := range cs.partitions() {
+		s, ok := cs.states[tp]
+		if !ok || cs.deleting[tp.Topic] {
+			continue
+		}
+		switch {
+		case dead(s.Leader):
+			leaderless = append(leaderless, tp)
+		case slices.ContainsFunc(s.ISR, dead):
+			next := s
+			next.PartitionState = withoutReplicas(s.PartitionState, dead)
+			next.LeaderEpoch++
+			next.ControllerEpoch = cs.epoch.Epoch
+			shrunk[tp] = next
+		}
+	}
+	c.electWhereNeeded(leaderless, b)
+	c.writeStates(shrunk, b)
+	if len(b.metadata) == 0 {
+		b.allMetadata = true // the live brokers changed: every broker hears it
+	}
+	c.send(b)
+}
+
+// brokersStarted is Kafka's onBrokerStartup: every broker learns the new
+// live set and all the metadata; the new brokers are told their roles;
+// partitions that were offline get a leader if a new broker can be one;
+// topics being deleted have their replicas on it stopped.
+func (c *Controller) brokersStarted(ids []int32) {
+	cs := c.state
+	b := newBatch()
+	b.allMetadata = true
+	var offline []commitlog.TopicPartition
+	for _, id := range ids {
+		for _, tp := range cs.partitionsOn(id) {
+			if cs.deleting[tp.Topic] {
+				b.addStopReplica(id, tp, true)
+				continue
+			}
+			if s, ok := cs.states[tp]; ok && (s.Leader < 0 || !cs.isLive(s.Leader)) {
+				offline = append(offline, tp)
+			}
+			b.addLeaderAndIsr(cs, tp, []int32{id})
+		}
+	}
+	c.electWhereNeeded(dedupe(offline), b)
+	c.send(b)
+}
+
+// topicChange is Kafka's TopicChange event: new topics' partitions are
+// created; topics gone from ZooKeeper are forgotten.
+func (c *Controller) topicChange() {
+	cs := c.state
+	topics, ch, err := c.zk.TopicsW()
+	if err != nil {
+		c.failed("read /brokers/topics", err)
+		return
+	}
+	c.watch("TopicChange", ch, (*Controller).topicChange)
+	var added []string
+	for _, t := range topics {
+		if _, ok := cs.topics[t]; !ok {
+			added = append(added, t)
+		}
+	}
+	for t := range cs.topics {
+		if !slices.Contains(topics, t) {
+			c.forgetTopic(t)
+		}
+	}
+	if len(added) == 0 {
+		return
+	}
+	if err := c.addTopics(added); err != nil {
+		c.failed("load new topics", err)
+		return
+	}
+	c.logger.Info("new topics", "topics", added)
+	var tps []commitlog.TopicPartition
+	for _, t := range added {
+		for _, p := range sortedKeys(cs.topics[t].Replicas) {
+			tps = append(tps, commitlog.TopicPartition{Topic: t, Partition: p})
+		}
+	}
+	b := newBatch()
+	c.electWhereNeeded(tps, b)
+	c.send(b)
+}
+
+// forgetTopic drops a topic from the state.
+func (c *Controller) forgetTopic(topic string) {
+	cs := c.state
+	for p := range cs.topics[topic].Replicas {
+		delete(cs.states, commitlog.TopicPartition{Topic: topic, Partition: p})
+	}
+	delete(cs.topics, topic)
+	delete(cs.unclean, topic)
+	delete(cs.deleting, topic)
+}
+
+// isrChanges is Kafka's IsrChangeNotification event: leaders changed
+// ISRs; read the new states and tell every broker (clients read ISRs in
+// Metadata answers).
+func (c *Controller) isrChanges() {
+	cs := c.state
+	names, ch, err := c.zk.IsrChangeNotificationsW()
+	if err != nil {
+		c.failed("read /isr_change_notification", err)
+		return
+	}
+	c.watch("IsrChangeNotification", ch, (*Controller).isrChanges)
+	if len(names) == 0 {
+		return
+	}
+	tps, err := c.zk.ConsumeIsrChanges(cs.epoch, names)
+	if err != nil {
+		c.failed("consume ISR change notifications", err)
+		return
+	}
+	var known []commitlog.TopicPartition
+	for _, tp := range tps {
+		if _, ok := cs.topics[tp.Topic]; ok {
+			known = append(known, tp)
+		}
+	}
+	states, err := c.zk.PartitionStates(known...)
+	if err != nil {
+		c.failed("read partition states", err)
+		return
+	}
+	b := newBatch()
+	for tp, s := range states {
+		if s.ZkVersion >= cs.states[tp].ZkVersion {
+			cs.states[tp] = s
+			b.metadata[tp] = true
+		}
+	}
+	c.send(b)
+}
+
+// topicDeletion is Kafka's TopicDeletion event (/admin/delete_topics):
+// every replica of the topic is stopped and its log deleted
+// (StopReplica); once all have answered, the topic's znodes go and every
+// broker drops it from its metadata. A replica on a dead broker is
+// deleted when the broker comes back (brokersStarted), and the topic
+// waits for it, as Kafka's TopicDeletionManager does.
+func (c *Controller) topicDeletion() {
+	cs := c.state
+	names, ch, err := c.zk.TopicsToDeleteW()
+	if err != nil {
+		c.failed("read /admin/delete_topics", err)
+		return
+	}
+	c.watch("TopicDeletion", ch, (*Controller).topicDeletion)
+	b := newBatch()
+	for _, topic := range names {
+		if _, ok := cs.topics[topic]; !ok {
+			// Nothing to delete: drop the mark.
+			if err := c.zk.DeleteTopicZNodes(cs.epoch, topic); err != nil {
+				c.failed("delete a topic mark", err)
+				return
+			}
+			continue
+		}
+		if cs.deleting[topic] {
+			continue
+		}
+		cs.deleting[topic] = true
+		c.logger.Info("deleting topic", "topic", topic)
+		waiting := map[int32]bool{}
+		for _, p := range sortedKeys(cs.topics[topic].Replicas) {
+			tp := commitlog.TopicPartition{Topic: topic, Partition: p}
+			for _, r := range cs.replicas(tp) {
+				waiting[r] = true
+				if _, ok := cs.live[r]; ok {
+					b.addStopReplica(r, tp, true)
+				}
+			}
+		}
+		cs.deletionWaits[topic] = waiting
+		for r := range waiting {
+			broker, t := r, topic
+			b.stopCallback[r] = chain(b.stopCallback[r], func(resp *kmsg.StopReplicaResponse) {
+				if resp.ErrorCode != 0 {
+					c.logger.Warn("StopReplica refused", "broker", broker, "err", kerr.ErrorForCode(resp.ErrorCode))
+					return
+				}
+				c.queue.put(funcEvent{"ReplicaDeleted", func(c *Controller) { c.replicaDeleted(t, broker) }})
+			})
+		}
+	}
+	c.send(b)
+}
+
+// replicaDeleted: a broker deleted its replicas of a topic being deleted;
+// when every replica is gone, so are the topic's znodes.
+func (c *Controller) replicaDeleted(topic string, broker int32) {
+	cs := c.state
+	if cs == nil || !cs.deleting[topic] {
+		return
+	}
+	waiting := cs.deletionWaits[topic]
+	delete(waiting, broker)
+	if len(waiting) > 0 {
+		return
+	}
+	b := newBatch()
+	for p := range cs.topics[topic].Replicas {
+		b.deleted[commitlog.TopicPartition{Topic: topic, Partition: p}] = true
+	}
+	if err := c.zk.DeleteTopicZNodes(cs.epoch, topic); err != nil {
+		c.failed("delete the topic's znodes", err)
+		return
+	}
+	c.forgetTopic(topic)
+	delete(cs.deletionWaits, topic)
+	c.logger.Info("topic deleted", "topic", topic)
+	c.send(b)
+}
+
+// chain runs f, then g.
+func chain(f, g func(*kmsg.StopReplicaResponse)) func(*kmsg.StopReplicaResponse) {
+	if f == nil {
+		return g
+	}
+	return func(r *kmsg.StopReplicaResponse) { f(r); g(r) }
+}
+
+// dedupe sorts partitions and drops repeats.
+func dedupe(tps []commitlog.TopicPartition) []commitlog.TopicPartition {
+	sortPartitions(tps)
+	return slices.Compact(tps)
+}

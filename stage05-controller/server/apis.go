@@ -1,0 +1,277 @@
+package server
+
+import (
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"maps"
+	"regexp"
+	"slices"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kafkaworkbook/workbook/stage02-reactor/broker"
+	s4 "github.com/kafkaworkbook/workbook/stage04-isr-acks/server"
+	"github.com/kafkaworkbook/workbook/stage05-controller/controller"
+	"github.com/kafkaworkbook/workbook/stage05-controller/kafkazk"
+)
+
+// CreateTopics (key 19), v0-v5: any broker writes the new topic's config
+// and assignment to ZooKeeper (Kafka's AdminZkClient); the controller sees
+// the new /brokers/topics child, creates the partitions and tells the
+// replicas. With a timeout, the answer waits until this broker's metadata
+// shows every partition with a leader (Kafka's DelayedCreatePartitions).
+func (s *Server) createTopicsAPI() broker.API {
+	return broker.API{Key: 19, MinVersion: 0, MaxVersion: 5, Handle: s.handleCreateTopics}
+}
+
+// legalTopic is Kafka's rule for topic names.
+var legalTopic = regexp.MustCompile(`^[a-zA-Z0-9._-]+$`)
+
+// topicKeys are the topic-level configs this workbook's brokers use; a
+// CreateTopics config outside them is refused (INVALID_CONFIG) rather
+// than stored and ignored.
+var topicKeys = []string{"cleanup.policy", "min.insync.replicas", "unclean.leader.election.enable", "retention.ms",
+	"retention.bytes", "segment.bytes", "segment.ms", "segment.index.bytes", "index.interval.bytes", "file.delete.delay.ms",
+	"max.message.bytes", "message.timestamp.type", "compression.type", "delete.retention.ms", "min.cleanable.dirty.ratio",
+	"flush.messages", "flush.ms"}
+
+func (s *Server) handleCreateTopics(r *broker.Request) {
+	req := r.Body.(*kmsg.CreateTopicsRequest)
+	resp := kmsg.NewPtrCreateTopicsResponse()
+	var created []string
+	for _, t := range req.Topics {
+		out := kmsg.NewCreateTopicsResponseTopic()
+		out.Topic, out.NumPartitions, out.ReplicationFactor = t.Topic, t.NumPartitions, t.ReplicationFactor
+		code, msg := s.createTopic(t, req.ValidateOnly, &out)
+		out.ErrorCode = code
+		if msg != "" {
+			out.ErrorMessage = &msg
+		} else if code == 0 && !req.ValidateOnly {
+			created = append(created, t.Topic)
+		}
+		resp.Topics = append(resp.Topics, out)
+	}
+	if len(created) == 0 || req.TimeoutMillis <= 0 {
+		r.Respond(resp)
+		return
+	}
+	deadline := time.Now().Add(time.Duration(req.TimeoutMillis) * time.Millisecond)
+	go func() {
+		for !s.allLed(created) {
+			if time.Now().After(deadline) {
+				for i := range resp.Topics {
+					if slices.Contains(created, resp.Topics[i].Topic) && !s.allLed([]string{resp.Topics[i].Topic}) {
+						resp.Topics[i].ErrorCode = kerr.RequestTimedOut.Code
+					}
+				}
+				break
+			}
+			select {
+			case <-r.Done():
+				return
+			case <-time.After(10 * time.Millisecond):
+			}
+		}
+		r.Respond(resp)
+	}()
+}
+
+// allLed reports whether this broker's metadata shows every partition of
+// topics with a leader.
+func (s *Server) allLed(topics []string) bool {
+	for _, t := range topics {
+		parts := s.Metadata.Partitions(t)
+		if len(parts) == 0 {
+			return false
+		}
+		for _, p := range parts {
+			if p.Leader < 0 {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// createTopic validates and writes one topic, returning the error code and
+// message for the answer.
+func (s *Server) createTopic(t kmsg.CreateTopicsRequestTopic, validateOnly bool, out *kmsg.CreateTopicsResponseTopic) (int16, string) {
+	if len(t.Topic) == 0 || len(t.Topic) > 249 || t.Topic == "." || t.Topic == ".." || !legalTopic.MatchString(t.Topic) {
+		return kerr.InvalidTopicException.Code, fmt.Sprintf("topic name %q is illegal: up to 249 of [a-zA-Z0-9._-], not . or ..", t.Topic)
+	}
+	config := map[string]string{}
+	for _, c := range t.Configs {
+		if !slices.Contains(topicKeys, c.Name) {
+			return kerr.InvalidConfig.Code, fmt.Sprintf("unknown topic config %q", c.Name)
+		}
+		if c.Value == nil {
+			return kerr.InvalidConfig.Code, fmt.Sprintf("config %q has no value", c.Name)
+		}
+		config[c.Name] = *c.Value
+	}
+	if _, err := s4.ParseTopicConfig(s.cfg.Topic, config); err != nil {
+		return kerr.InvalidConfig.Code, err.Error()
+	}
+	var assignment map[int32][]int32
+	if len(t.ReplicaAssignment) > 0 {
+		if t.NumPartitions != -1 || t.ReplicationFactor != -1 {
+			return kerr.InvalidRequest.Code, "give either a replica assignment or partitions and a replication factor, not both"
+		}
+		assignment = map[int32][]int32{}
+		for _, a := range t.ReplicaAssignment {
+			if len(a.Replicas) == 0 || len(slices.Compact(slices.Sorted(slices.Values(a.Replicas)))) != len(a.Replicas) {
+				return kerr.InvalidReplicaAssignment.Code, fmt.Sprintf("partition %d: replicas %v must be distinct and not empty", a.Partition, a.Replicas)
+			}
+			assignment[a.Partition] = a.Replicas
+		}
+		for p := range int32(len(assignment)) {
+			if _, ok := assignment[p]; !ok {
+				return kerr.InvalidReplicaAssignment.Code, "partitions must be numbered from 0 without gaps"
+			}
+		}
+	} else {
+		partitions, rf := int(t.NumPartitions), int(t.ReplicationFactor)
+		if partitions == -1 {
+			partitions = s.cfg.NumPartitions
+		}
+		if rf == -1 {
+			rf = s.cfg.DefaultReplicationFactor
+		}
+		brokers, err := s.ZK.Brokers()
+		if err != nil {
+			return kerr.UnknownServerError.Code, err.Error()
+		}
+		ids := make([]int32, 0, len(brokers))
+		for _, b := range brokers {
+			ids = append(ids, b.ID)
+		}
+		assignment, err = controller.AssignReplicasRandomly(partitions, rf, ids)
+		switch {
+		case errors.Is(err, controller.ErrInvalidPartitions):
+			return kerr.InvalidPartitions.Code, err.Error()
+		case errors.Is(err, controller.ErrInvalidReplicationFactor):
+			return kerr.InvalidReplicationFactor.Code, err.Error()
+		case err != nil:
+			return kerr.UnknownServerError.Code, err.Error()
+		}
+	}
+	out.NumPartitions, out.ReplicationFactor = int32(len(assignment)), int16(len(assignment[0]))
+	for _, k := range slices.Sorted(maps.Keys(config)) {
+		v := config[k]
+		out.Configs = append(out.Configs, kmsg.CreateTopicsResponseTopicConfig{Name: k, Value: &v, Source: 1})
+	}
+	if validateOnly {
+		return 0, ""
+	}
+	var id kafkazk.TopicID
+	_, _ = rand.Read(id[:])
+	err := s.ZK.CreateTopic(t.Topic, kafkazk.TopicAssignment{ID: id, Replicas: assignment}, config)
+	switch {
+	case errors.Is(err, kafkazk.ErrTopicExists):
+		return kerr.TopicAlreadyExists.Code, fmt.Sprintf("topic %q already exists", t.Topic)
+	case err != nil:
+		return kerr.UnknownServerError.Code, err.Error()
+	}
+	s.logger.Info("topic created", "topic", t.Topic, "partitions", len(assignment), "replication_factor", len(assignment[0]), "config", config)
+	return 0, ""
+}
+
+// DeleteTopics (key 20), v0-v4: any broker marks the topics for deletion
+// in ZooKeeper (/admin/delete_topics/<topic>); the controller stops and
+// deletes every replica, then the znodes. With a timeout, the answer
+// waits until this broker's metadata no longer has the topic.
+func (s *Server) deleteTopicsAPI() broker.API {
+	return broker.API{Key: 20, MinVersion: 0, MaxVersion: 4, Handle: s.handleDeleteTopics}
+}
+
+func (s *Server) handleDeleteTopics(r *broker.Request) {
+	req := r.Body.(*kmsg.DeleteTopicsRequest)
+	resp := kmsg.NewPtrDeleteTopicsResponse()
+	names := req.TopicNames
+	for _, t := range req.Topics { // v6+
+		if t.Topic != nil {
+			names = append(names, *t.Topic)
+		}
+	}
+	existing, err := s.ZK.Topics()
+	var marked []string
+	for _, name := range names {
+		out := kmsg.NewDeleteTopicsResponseTopic()
+		out.Topic = &name
+		switch {
+		case err != nil:
+			out.ErrorCode = kerr.UnknownServerError.Code
+		case !slices.Contains(existing, name):
+			out.ErrorCode = kerr.UnknownTopicOrPartition.Code
+		default:
+			if err := s.ZK.MarkTopicForDeletion(name); err != nil {
+				out.ErrorCode = kerr.UnknownServerError.Code
+			} else {
+				marked = append(marked, name)
+			}
+		}
+		resp.Topics = append(resp.Topics, out)
+	}
+	if len(marked) == 0 || req.TimeoutMillis <= 0 {
+		r.Respond(resp)
+		return
+	}
+	deadline := time.Now().Add(time.Duration(req.TimeoutMillis) * time.Millisecond)
+	go func() {
+		for {
+			gone := true
+			for _, t := range marked {
+				gone = gone && len(s.Metadata.Partitions(t)) == 0
+			}
+			if gone {
+				break
+			}
+			if time.Now().After(deadline) {
+				for i := range resp.Topics {
+					if slices.Contains(marked, *resp.Topics[i].Topic) && len(s.Metadata.Partitions(*resp.Topics[i].Topic)) > 0 {
+						resp.Topics[i].ErrorCode = kerr.RequestTimedOut.Code
+					}
+				}
+				break
+			}
+			select {
+			case <-r.Done():
+				return
+			case <-time.After(10 * time.Millisecond):
+			}
+		}
+		r.Respond(resp)
+	}()
+}
+
+// ControlledShutdown (key 7), v0-v3: a broker about to stop asks the
+// controller to move its leaderships away; the answer lists the
+// partitions it still leads. Only the controller answers it (others:
+// NOT_CONTROLLER).
+func (s *Server) controlledShutdownAPI() broker.API {
+	return broker.API{Key: 7, MinVersion: 0, MaxVersion: 3, Handle: s.handleControlledShutdown}
+}
+
+func (s *Server) handleControlledShutdown(r *broker.Request) {
+	req := r.Body.(*kmsg.ControlledShutdownRequest)
+	go func() { // the controller's event queue may be busy: do not hold a handler
+		resp := kmsg.NewPtrControlledShutdownResponse()
+		remaining, err := s.Controller.ControlledShutdown(req.BrokerID, req.BrokerEpoch)
+		switch {
+		case errors.Is(err, controller.ErrNotController):
+			resp.ErrorCode = kerr.NotController.Code
+		case errors.Is(err, controller.ErrStaleBrokerEpoch):
+			resp.ErrorCode = kerr.StaleBrokerEpoch.Code
+		case err != nil:
+			resp.ErrorCode = kerr.UnknownServerError.Code
+		}
+		for _, tp := range remaining {
+			resp.PartitionsRemaining = append(resp.PartitionsRemaining, kmsg.ControlledShutdownResponsePartitionsRemaining{
+				Topic: tp.Topic, Partition: tp.Partition})
+		}
+		r.Respond(resp)
+	}()
+}

@@ -1,0 +1,204 @@
+// Package server is the stage 05 broker: stage 04's, registered in
+// ZooKeeper, running for controller, writing its ISR changes and claiming
+// producer id blocks there, and serving the requests that need the
+// cluster's ZooKeeper state (CreateTopics, DeleteTopics,
+// ControlledShutdown). No test harness plays the controller any more:
+// brokers find each other and their roles through ZooKeeper alone.
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kafkaworkbook/workbook/stage02-reactor/protocol"
+	s4 "github.com/kafkaworkbook/workbook/stage04-isr-acks/server"
+	"github.com/kafkaworkbook/workbook/stage05-controller/controller"
+	"github.com/kafkaworkbook/workbook/stage05-controller/kafkazk"
+)
+
+// Options are the parts of a server that are not Kafka configuration.
+type Options struct {
+	Logger *slog.Logger
+}
+
+// Server is a stage 05 broker.
+type Server struct {
+	*s4.Server
+	ZK         *kafkazk.Client
+	Controller *controller.Controller
+
+	cfg    Config
+	logger *slog.Logger
+	config *configWatcher
+}
+
+// New connects to ZooKeeper, creates Kafka's persistent znodes if this is
+// the first broker, and builds the broker; nothing listens and nothing is
+// registered until Start.
+func New(cfg Config, opts Options) (*Server, error) {
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	logger := opts.Logger.With("broker", cfg.Replica.BrokerID)
+	zk, err := kafkazk.Connect(cfg.ZookeeperConnect, kafkazk.Options{SessionTimeout: cfg.ZookeeperSessionTimeout,
+		ConnectionTimeout: cfg.ZookeeperConnectionTimeout, Logger: logger.With("component", "zookeeper")})
+	if err != nil {
+		return nil, err
+	}
+	if err := zk.CreateTopLevelPaths(); err != nil {
+		zk.Close()
+		return nil, err
+	}
+	base, err := s4.New(cfg.Config, s4.Options{Logger: opts.Logger, States: zk, ProducerIDs: zk.ProducerIDBlock()})
+	if err != nil {
+		zk.Close()
+		return nil, err
+	}
+	s := &Server{Server: base, ZK: zk, cfg: cfg, logger: logger}
+	s.Controller = controller.New(zk, cfg.Replica.BrokerID, controller.Options{Logger: logger.With("component", "controller"),
+		UncleanLeaderElection: cfg.Topic.UncleanLeaderElection})
+	s.config = &configWatcher{s: s}
+	s.Register(s.createTopicsAPI())
+	s.Register(s.deleteTopicsAPI())
+	s.Register(s.controlledShutdownAPI())
+	return s, nil
+}
+
+// Start listens, loads the topic configs, registers the broker in
+// ZooKeeper (once it can be reached: its registration is how the others
+// learn where it is) and runs for controller. A new ZooKeeper session
+// (the old one expired, taking the registration with it) registers again.
+func (s *Server) Start() error {
+	if err := s.Server.Start(); err != nil {
+		s.ZK.Close()
+		return err
+	}
+	if err := s.config.start(); err != nil {
+		return s.failStart(err)
+	}
+	if err := s.register(); err != nil {
+		return s.failStart(err)
+	}
+	s.ZK.OnNewSession(func() {
+		if err := s.register(); err != nil {
+			s.logger.Error("registering again after a new ZooKeeper session", "err", err)
+		}
+	})
+	s.Controller.Start()
+	return nil
+}
+
+func (s *Server) failStart(err error) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	s.Server.Shutdown(ctx)
+	s.ZK.Close()
+	return err
+}
+
+// register writes /brokers/ids/<id> and takes its creation zxid as the
+// broker epoch (KIP-380).
+func (s *Server) register() error {
+	e := s.Endpoint()
+	info := kafkazk.BrokerInfo{ID: s.ID(), JmxPort: -1, Rack: s.cfg.Rack, Timestamp: time.Now(), Endpoints: []kafkazk.Endpoint{
+		{Listener: "PLAINTEXT", SecurityProtocol: "PLAINTEXT", Host: e.Host, Port: int(e.Port)}}}
+	epoch, err := s.ZK.RegisterBroker(info)
+	if err != nil {
+		return err
+	}
+	s.SetBrokerEpoch(epoch)
+	s.logger.Info("registered in ZooKeeper", "path", kafkazk.BrokerPath(s.ID()), "broker_epoch", epoch, "endpoint", e.HostPort())
+	return nil
+}
+
+// Shutdown stops the broker as Kafka does: first a controlled shutdown
+// (the controller moves this broker's leaderships away, so clients switch
+// at once), then the network and the logs, then the controller, and last
+// the ZooKeeper session, whose end deletes the registration (and
+// /controller, if this broker held it) at once.
+func (s *Server) Shutdown(ctx context.Context) error {
+	if s.cfg.ControlledShutdown {
+		s.controlledShutdown(ctx)
+	}
+	err := s.Server.Shutdown(ctx)
+	s.config.stop()
+	s.Controller.Close()
+	s.ZK.Close()
+	return err
+}
+
+// controlledShutdown asks the controller, up to the configured number of
+// retries, to move this broker's leaderships away.
+func (s *Server) controlledShutdown(ctx context.Context) {
+	for attempt := 0; attempt <= s.cfg.ControlledShutdownRetries; attempt++ {
+		remaining, err := s.askControlledShutdown(ctx)
+		if err == nil && remaining == 0 {
+			s.logger.Info("controlled shutdown succeeded")
+			return
+		}
+		s.logger.Warn("controlled shutdown incomplete", "attempt", attempt+1, "still_leading", remaining, "err", err)
+		if attempt == s.cfg.ControlledShutdownRetries {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(s.cfg.ControlledShutdownBackoff):
+		}
+	}
+	s.logger.Warn("proceeding with an unclean shutdown: some leaderships did not move")
+}
+
+// askControlledShutdown sends one ControlledShutdown request to the
+// controller (or asks this broker's own, if it is the controller) and
+// returns how many partitions this broker still leads.
+func (s *Server) askControlledShutdown(ctx context.Context) (int, error) {
+	id, ok, err := s.ZK.ControllerID()
+	if err != nil {
+		return -1, err
+	}
+	if !ok {
+		return -1, errors.New("no controller")
+	}
+	if id == s.ID() {
+		remaining, err := s.Controller.ControlledShutdown(s.ID(), s.BrokerEpoch())
+		return len(remaining), err
+	}
+	brokers, err := s.ZK.Brokers()
+	if err != nil {
+		return -1, err
+	}
+	var target string
+	for _, b := range brokers {
+		if b.ID == id && len(b.Endpoints) > 0 {
+			target = b.Endpoints[0].Host + ":" + strconv.Itoa(b.Endpoints[0].Port)
+		}
+	}
+	if target == "" {
+		return -1, fmt.Errorf("controller %d is not registered", id)
+	}
+	rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	cl, err := protocol.Dial(rctx, target, fmt.Sprintf("broker-%d-shutdown", s.ID()))
+	if err != nil {
+		return -1, err
+	}
+	defer cl.Close()
+	req := kmsg.NewPtrControlledShutdownRequest()
+	req.BrokerID, req.BrokerEpoch = s.ID(), s.BrokerEpoch()
+	resp, err := cl.Request(rctx, req)
+	if err != nil {
+		return -1, err
+	}
+	r := resp.(*kmsg.ControlledShutdownResponse)
+	if r.ErrorCode != 0 {
+		return -1, fmt.Errorf("controller %d answered error code %d", id, r.ErrorCode)
+	}
+	return len(r.PartitionsRemaining), nil
+}
