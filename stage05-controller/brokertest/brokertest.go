@@ -75,19 +75,34 @@ type Cluster struct {
 	ens   *zktest.Ensemble
 	dir   string
 	props map[string]string
+	opts  Options
 
 	mu      sync.Mutex
 	brokers map[int32]*Broker
+}
+
+// Options change how Start runs the brokers.
+type Options struct {
+	// ZooKeeperProxies puts a zktest.Proxy between each broker and each
+	// ZooKeeper server, so that a test can cut one broker off from the
+	// whole ensemble (Broker.CutZooKeeper) while the others go on.
+	ZooKeeperProxies bool
 }
 
 // Start starts n brokers, ids 0..n-1, and waits until each has registered
 // in ZooKeeper. They are killed in t.Cleanup.
 func Start(t testing.TB, ens *zktest.Ensemble, n int, props map[string]string) *Cluster {
 	t.Helper()
+	return StartWith(t, ens, n, props, Options{})
+}
+
+// StartWith is Start with options.
+func StartWith(t testing.TB, ens *zktest.Ensemble, n int, props map[string]string, opts Options) *Cluster {
+	t.Helper()
 	if binary == "" {
 		t.Fatal("brokertest: the broker is not built: call brokertest.Main from TestMain")
 	}
-	c := &Cluster{t: t, ens: ens, dir: t.TempDir(), props: map[string]string{}, brokers: map[int32]*Broker{}}
+	c := &Cluster{t: t, ens: ens, dir: t.TempDir(), props: map[string]string{}, brokers: map[int32]*Broker{}, opts: opts}
 	for k, v := range Defaults {
 		c.props[k] = v
 	}
@@ -106,6 +121,11 @@ func Start(t testing.TB, ens *zktest.Ensemble, n int, props map[string]string) *
 	})
 	for id := range int32(n) {
 		b := &Broker{c: c, ID: id, logPath: filepath.Join(c.dir, fmt.Sprintf("broker-%d.log", id))}
+		if opts.ZooKeeperProxies {
+			for _, addr := range ens.Addrs() {
+				b.proxies = append(b.proxies, zktest.StartProxy(t, addr))
+			}
+		}
 		c.mu.Lock()
 		c.brokers[id] = b
 		c.mu.Unlock()
@@ -154,6 +174,7 @@ type Broker struct {
 	c       *Cluster
 	ID      int32
 	logPath string
+	proxies []*zktest.Proxy // its paths to the ZooKeeper servers, with Options.ZooKeeperProxies
 
 	mu     sync.Mutex
 	cmd    *exec.Cmd     // the running process; nil when stopped. Protected by mu.
@@ -180,7 +201,7 @@ func (b *Broker) Start() {
 		"--override", fmt.Sprintf("broker.id=%d", b.ID),
 		"--override", "listeners=PLAINTEXT://127.0.0.1:0",
 		"--override", "log.dirs=" + filepath.Join(b.c.dir, fmt.Sprintf("broker-%d", b.ID)),
-		"--override", "zookeeper.connect=" + b.c.ConnectString(),
+		"--override", "zookeeper.connect=" + b.connectString(),
 	}
 	for k, v := range b.c.props {
 		args = append(args, "--override", k+"="+v)
@@ -229,6 +250,39 @@ func (b *Broker) Start() {
 	case <-time.After(60 * time.Second):
 		b.printTail(40)
 		t.Fatalf("brokertest: broker %d did not register within a minute", b.ID)
+	}
+}
+
+// connectString is how this broker reaches ZooKeeper: straight, or
+// through its proxies.
+func (b *Broker) connectString() string {
+	if len(b.proxies) == 0 {
+		return b.c.ConnectString()
+	}
+	addrs := make([]string, len(b.proxies))
+	for i, p := range b.proxies {
+		addrs[i] = p.Addr()
+	}
+	return strings.Join(addrs, ",")
+}
+
+// CutZooKeeper cuts this broker off from every ZooKeeper server: no byte
+// goes either way, nothing is closed (a network partition). It needs
+// Options.ZooKeeperProxies.
+func (b *Broker) CutZooKeeper() {
+	b.c.t.Helper()
+	if len(b.proxies) == 0 {
+		b.c.t.Fatal("brokertest: CutZooKeeper needs Options.ZooKeeperProxies")
+	}
+	for _, p := range b.proxies {
+		p.Cut()
+	}
+}
+
+// RestoreZooKeeper ends the cut.
+func (b *Broker) RestoreZooKeeper() {
+	for _, p := range b.proxies {
+		p.Restore()
 	}
 }
 
