@@ -200,7 +200,7 @@ func (b *Broker) Start() {
 	args := []string{
 		"--override", fmt.Sprintf("broker.id=%d", b.ID),
 		"--override", "listeners=PLAINTEXT://127.0.0.1:0",
-		"--override", "log.dirs=" + filepath.Join(b.c.dir, fmt.Sprintf("broker-%d", b.ID)),
+		"--override", "log.dirs=" + b.LogDir(),
 		"--override", "zookeeper.connect=" + b.connectString(),
 	}
 	for k, v := range b.c.props {
@@ -285,6 +285,9 @@ func (b *Broker) RestoreZooKeeper() {
 		p.Restore()
 	}
 }
+
+// LogDir is the broker's log.dirs.
+func (b *Broker) LogDir() string { return filepath.Join(b.c.dir, fmt.Sprintf("broker-%d", b.ID)) }
 
 // Addr is the broker's address (its last run's, once stopped).
 func (b *Broker) Addr() string {
