@@ -20,17 +20,18 @@ type clusterState struct {
 	topics map[string]kafkazk.VersionedAssignment              // by topic
 	states map[commitlog.TopicPartition]kafkazk.VersionedState // the partition state znodes, as last read or written
 
-	unclean       map[string]bool           // topics' unclean.leader.election.enable overrides
-	deleting      map[string]bool           // topics marked for deletion, being deleted
-	deletionWaits map[string]map[int32]bool // topic being deleted -> brokers whose replicas are not deleted yet
-	shuttingDown  map[int32]bool            // brokers in a controlled shutdown: never elected
+	unclean       map[string]bool                           // topics' unclean.leader.election.enable overrides
+	deleting      map[string]bool                           // topics marked for deletion, being deleted
+	deletionWaits map[string]map[int32]bool                 // topic being deleted -> brokers whose replicas are not deleted yet
+	shuttingDown  map[int32]bool                            // brokers in a controlled shutdown: never elected
+	reassignments map[commitlog.TopicPartition]reassignment // moves in progress
 }
 
 func newClusterState(epoch kafkazk.ControllerEpoch) *clusterState {
 	return &clusterState{epoch: epoch, live: map[int32]kafkazk.RegisteredBroker{},
 		topics: map[string]kafkazk.VersionedAssignment{}, states: map[commitlog.TopicPartition]kafkazk.VersionedState{},
 		unclean: map[string]bool{}, deleting: map[string]bool{}, deletionWaits: map[string]map[int32]bool{},
-		shuttingDown: map[int32]bool{}}
+		shuttingDown: map[int32]bool{}, reassignments: map[commitlog.TopicPartition]reassignment{}}
 }
 
 // isLive reports whether a broker is registered and not shutting down:
@@ -38,6 +39,12 @@ func newClusterState(epoch kafkazk.ControllerEpoch) *clusterState {
 func (cs *clusterState) isLive(id int32) bool {
 	_, ok := cs.live[id]
 	return ok && !cs.shuttingDown[id]
+}
+
+// reassigning reports whether a partition is being moved.
+func (cs *clusterState) reassigning(tp commitlog.TopicPartition) bool {
+	_, ok := cs.reassignments[tp]
+	return ok
 }
 
 // replicas returns a partition's assigned replicas, in preference order.

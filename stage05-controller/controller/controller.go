@@ -35,6 +35,20 @@ type Options struct {
 	// UncleanLeaderElection is the broker default of
 	// unclean.leader.election.enable; a topic's config overrides it.
 	UncleanLeaderElection bool
+	// AutoLeaderRebalance (auto.leader.rebalance.enable, default true),
+	// LeaderImbalanceCheckInterval
+	// (leader.imbalance.check.interval.seconds, default 300 s) and
+	// LeaderImbalancePerBrokerPercentage
+	// (leader.imbalance.per.broker.percentage, default 10): the preferred
+	// leader election (rebalance.go).
+	AutoLeaderRebalance                bool
+	LeaderImbalanceCheckInterval       time.Duration
+	LeaderImbalancePerBrokerPercentage int
+}
+
+// DefaultOptions are Kafka's defaults.
+func DefaultOptions() Options {
+	return Options{AutoLeaderRebalance: true, LeaderImbalanceCheckInterval: 300 * time.Second, LeaderImbalancePerBrokerPercentage: 10}
 }
 
 // Controller is one broker's controller: active when the broker won the

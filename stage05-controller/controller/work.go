@@ -53,6 +53,10 @@ func (c *Controller) failover(epoch kafkazk.ControllerEpoch) {
 	c.send(b)
 	c.isrChanges()
 	c.topicDeletion()
+	c.resumeReassignments()
+	if c.opts.AutoLeaderRebalance && c.opts.LeaderImbalanceCheckInterval > 0 {
+		c.rebalanceLoop(c.term)
+	}
 }
 
 // resigned is Kafka's onControllerResignation: forget the state, stop
@@ -461,6 +465,11 @@ func (c *Controller) isrChanges() {
 		}
 	}
 	c.send(b)
+	for _, tp := range sortedPartitionSet(b.metadata) {
+		if cs.reassigning(tp) {
+			c.maybeCompleteReassignment(tp) // a target replica may have joined the ISR
+		}
+	}
 }
 
 // topicDeletion is Kafka's TopicDeletion event (/admin/delete_topics):

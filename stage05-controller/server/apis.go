@@ -12,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/kafkaworkbook/workbook/stage01-log/commitlog"
 	"github.com/kafkaworkbook/workbook/stage02-reactor/broker"
 	s4 "github.com/kafkaworkbook/workbook/stage04-isr-acks/server"
 	"github.com/kafkaworkbook/workbook/stage05-controller/controller"
@@ -274,4 +275,117 @@ func (s *Server) handleControlledShutdown(r *broker.Request) {
 		}
 		r.Respond(resp)
 	}()
+}
+
+// AlterPartitionReassignments (key 45), v0: move partitions' replicas to
+// other brokers, or cancel a move (KIP-455). Clients send it to the
+// controller; another broker answers NOT_CONTROLLER.
+func (s *Server) alterPartitionReassignmentsAPI() broker.API {
+	return broker.API{Key: 45, MinVersion: 0, MaxVersion: 0, Handle: s.handleAlterPartitionReassignments}
+}
+
+func (s *Server) handleAlterPartitionReassignments(r *broker.Request) {
+	req := r.Body.(*kmsg.AlterPartitionAssignmentsRequest)
+	go func() {
+		resp := kmsg.NewPtrAlterPartitionAssignmentsResponse()
+		targets := map[commitlog.TopicPartition][]int32{}
+		for _, t := range req.Topics {
+			for _, p := range t.Partitions {
+				targets[commitlog.TopicPartition{Topic: t.Topic, Partition: p.Partition}] = p.Replicas
+			}
+		}
+		errs, err := s.Controller.AlterReassignments(targets)
+		if err != nil {
+			resp.ErrorCode = kerr.NotController.Code
+			r.Respond(resp)
+			return
+		}
+		for _, t := range req.Topics {
+			out := kmsg.AlterPartitionAssignmentsResponseTopic{Topic: t.Topic}
+			for _, p := range t.Partitions {
+				rp := kmsg.AlterPartitionAssignmentsResponseTopicPartition{Partition: p.Partition}
+				if err := errs[commitlog.TopicPartition{Topic: t.Topic, Partition: p.Partition}]; err != nil {
+					msg := err.Error()
+					rp.ErrorMessage = &msg
+					switch {
+					case errors.Is(err, controller.ErrUnknownPartition):
+						rp.ErrorCode = kerr.UnknownTopicOrPartition.Code
+					case errors.Is(err, controller.ErrInvalidAssignment):
+						rp.ErrorCode = kerr.InvalidReplicaAssignment.Code
+					case errors.Is(err, controller.ErrNoReassignment):
+						rp.ErrorCode = kerr.NoReassignmentInProgress.Code
+					default:
+						rp.ErrorCode = kerr.UnknownServerError.Code
+					}
+				}
+				out.Partitions = append(out.Partitions, rp)
+			}
+			resp.Topics = append(resp.Topics, out)
+		}
+		r.Respond(resp)
+	}()
+}
+
+// ListPartitionReassignments (key 46), v0: the moves in progress, from
+// the controller.
+func (s *Server) listPartitionReassignmentsAPI() broker.API {
+	return broker.API{Key: 46, MinVersion: 0, MaxVersion: 0, Handle: s.handleListPartitionReassignments}
+}
+
+func (s *Server) handleListPartitionReassignments(r *broker.Request) {
+	req := r.Body.(*kmsg.ListPartitionReassignmentsRequest)
+	go func() {
+		resp := kmsg.NewPtrListPartitionReassignmentsResponse()
+		list, err := s.Controller.ListReassignments()
+		if err != nil {
+			resp.ErrorCode = kerr.NotController.Code
+			r.Respond(resp)
+			return
+		}
+		wanted := func(tp commitlog.TopicPartition) bool {
+			if req.Topics == nil {
+				return true
+			}
+			for _, t := range req.Topics {
+				if t.Topic == tp.Topic && slices.Contains(t.Partitions, tp.Partition) {
+					return true
+				}
+			}
+			return false
+		}
+		byTopic := map[string]int{}
+		for _, tp := range sortedPartitions(list) {
+			if !wanted(tp) {
+				continue
+			}
+			i, ok := byTopic[tp.Topic]
+			if !ok {
+				i = len(resp.Topics)
+				byTopic[tp.Topic] = i
+				resp.Topics = append(resp.Topics, kmsg.ListPartitionReassignmentsResponseTopic{Topic: tp.Topic})
+			}
+			m := list[tp]
+			resp.Topics[i].Partitions = append(resp.Topics[i].Partitions, kmsg.ListPartitionReassignmentsResponseTopicPartition{
+				Partition: tp.Partition, Replicas: m.Replicas, AddingReplicas: m.Adding, RemovingReplicas: m.Removing})
+		}
+		r.Respond(resp)
+	}()
+}
+
+// sortedPartitions lists a map's partitions in order.
+func sortedPartitions[V any](m map[commitlog.TopicPartition]V) []commitlog.TopicPartition {
+	out := make([]commitlog.TopicPartition, 0, len(m))
+	for tp := range m {
+		out = append(out, tp)
+	}
+	slices.SortFunc(out, func(a, b commitlog.TopicPartition) int {
+		if a.Topic != b.Topic {
+			if a.Topic < b.Topic {
+				return -1
+			}
+			return 1
+		}
+		return int(a.Partition - b.Partition)
+	})
+	return out
 }

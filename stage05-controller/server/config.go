@@ -38,6 +38,12 @@ const (
 	KeyDefaultReplicationFactor = "default.replication.factor"
 	// KeyBrokerRack: broker.rack, written in the registration. Default none.
 	KeyBrokerRack = "broker.rack"
+	// KeyAutoLeaderRebalance, KeyLeaderImbalanceCheckInterval and
+	// KeyLeaderImbalancePerBrokerPercentage: the controller's preferred
+	// leader election. Defaults true, 300 and 10.
+	KeyAutoLeaderRebalance                = "auto.leader.rebalance.enable"
+	KeyLeaderImbalanceCheckInterval       = "leader.imbalance.check.interval.seconds"
+	KeyLeaderImbalancePerBrokerPercentage = "leader.imbalance.per.broker.percentage"
 )
 
 // Config is a stage 05 broker's configuration: stage 04's and the keys
@@ -53,6 +59,9 @@ type Config struct {
 	NumPartitions              int
 	DefaultReplicationFactor   int
 	Rack                       string
+	AutoLeaderRebalance        bool
+	LeaderImbalanceCheck       time.Duration
+	LeaderImbalancePercentage  int
 }
 
 // ParseConfig reads a broker's configuration; every key must be known,
@@ -60,13 +69,15 @@ type Config struct {
 func ParseConfig(props map[string]string, logger *slog.Logger) (Config, error) {
 	base, err := server.ParseConfig(props, logger, KeyZookeeperConnect, KeyZookeeperSessionTimeout, KeyZookeeperConnectionTimeout,
 		KeyControlledShutdownEnable, KeyControlledShutdownMaxRetries, KeyControlledShutdownRetryBackoff,
-		KeyNumPartitions, KeyDefaultReplicationFactor, KeyBrokerRack)
+		KeyNumPartitions, KeyDefaultReplicationFactor, KeyBrokerRack,
+		KeyAutoLeaderRebalance, KeyLeaderImbalanceCheckInterval, KeyLeaderImbalancePerBrokerPercentage)
 	if err != nil {
 		return Config{}, err
 	}
 	cfg := Config{Config: base, ZookeeperConnect: strings.TrimSpace(props[KeyZookeeperConnect]),
 		ZookeeperSessionTimeout: kafkazk.DefaultSessionTimeout, ControlledShutdown: true, ControlledShutdownRetries: 3,
-		ControlledShutdownBackoff: 5 * time.Second, NumPartitions: 1, DefaultReplicationFactor: 1, Rack: props[KeyBrokerRack]}
+		ControlledShutdownBackoff: 5 * time.Second, NumPartitions: 1, DefaultReplicationFactor: 1, Rack: props[KeyBrokerRack],
+		AutoLeaderRebalance: true, LeaderImbalanceCheck: 300 * time.Second, LeaderImbalancePercentage: 10}
 	if cfg.ZookeeperConnect == "" {
 		return Config{}, &commitlog.ConfigError{Key: KeyZookeeperConnect, Value: props[KeyZookeeperConnect],
 			Reason: "required: the ZooKeeper ensemble, host:port[,host:port...]"}
@@ -101,12 +112,31 @@ func ParseConfig(props map[string]string, logger *slog.Logger) (Config, error) {
 			*n = int(v)
 		}
 	}
-	if raw, ok := props[KeyControlledShutdownEnable]; ok {
-		v, err := strconv.ParseBool(strings.TrimSpace(raw))
-		if err != nil {
-			return Config{}, &commitlog.ConfigError{Key: KeyControlledShutdownEnable, Value: raw, Reason: "not true or false"}
+	for key, b := range map[string]*bool{KeyControlledShutdownEnable: &cfg.ControlledShutdown, KeyAutoLeaderRebalance: &cfg.AutoLeaderRebalance} {
+		if raw, ok := props[key]; ok {
+			v, err := strconv.ParseBool(strings.TrimSpace(raw))
+			if err != nil {
+				return Config{}, &commitlog.ConfigError{Key: key, Value: raw, Reason: "not true or false"}
+			}
+			*b = v
 		}
-		cfg.ControlledShutdown = v
+	}
+	if raw, ok := props[KeyLeaderImbalanceCheckInterval]; ok {
+		v, err := parseInt(KeyLeaderImbalanceCheckInterval, raw, 1)
+		if err != nil {
+			return Config{}, err
+		}
+		cfg.LeaderImbalanceCheck = time.Duration(v) * time.Second
+	}
+	if raw, ok := props[KeyLeaderImbalancePerBrokerPercentage]; ok {
+		v, err := parseInt(KeyLeaderImbalancePerBrokerPercentage, raw, 0)
+		if err != nil {
+			return Config{}, err
+		}
+		if v > 100 {
+			return Config{}, &commitlog.ConfigError{Key: KeyLeaderImbalancePerBrokerPercentage, Value: raw, Reason: "a percentage: at most 100"}
+		}
+		cfg.LeaderImbalancePercentage = int(v)
 	}
 	return cfg, nil
 }

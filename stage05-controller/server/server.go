@@ -62,11 +62,14 @@ func New(cfg Config, opts Options) (*Server, error) {
 	}
 	s := &Server{Server: base, ZK: zk, cfg: cfg, logger: logger}
 	s.Controller = controller.New(zk, cfg.Replica.BrokerID, controller.Options{Logger: logger.With("component", "controller"),
-		UncleanLeaderElection: cfg.Topic.UncleanLeaderElection})
+		UncleanLeaderElection: cfg.Topic.UncleanLeaderElection, AutoLeaderRebalance: cfg.AutoLeaderRebalance,
+		LeaderImbalanceCheckInterval: cfg.LeaderImbalanceCheck, LeaderImbalancePerBrokerPercentage: cfg.LeaderImbalancePercentage})
 	s.config = &configWatcher{s: s}
 	s.Register(s.createTopicsAPI())
 	s.Register(s.deleteTopicsAPI())
 	s.Register(s.controlledShutdownAPI())
+	s.Register(s.alterPartitionReassignmentsAPI())
+	s.Register(s.listPartitionReassignmentsAPI())
 	return s, nil
 }
 
