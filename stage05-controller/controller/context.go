@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"log/slog"
 	"net"
 	"slices"
 	"strconv"
@@ -25,10 +26,11 @@ type clusterState struct {
 	deletionWaits map[string]map[int32]bool                 // topic being deleted -> brokers whose replicas are not deleted yet
 	shuttingDown  map[int32]bool                            // brokers in a controlled shutdown: never elected
 	reassignments map[commitlog.TopicPartition]reassignment // moves in progress
+	machines      *machines                                 // the partition and replica state machines
 }
 
-func newClusterState(epoch kafkazk.ControllerEpoch) *clusterState {
-	return &clusterState{epoch: epoch, live: map[int32]kafkazk.RegisteredBroker{},
+func newClusterState(epoch kafkazk.ControllerEpoch, logger *slog.Logger) *clusterState {
+	return &clusterState{epoch: epoch, machines: newMachines(logger), live: map[int32]kafkazk.RegisteredBroker{},
 		topics: map[string]kafkazk.VersionedAssignment{}, states: map[commitlog.TopicPartition]kafkazk.VersionedState{},
 		unclean: map[string]bool{}, deleting: map[string]bool{}, deletionWaits: map[string]map[int32]bool{},
 		shuttingDown: map[int32]bool{}, reassignments: map[commitlog.TopicPartition]reassignment{}}

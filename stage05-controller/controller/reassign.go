@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/twmb/franz-go/pkg/kmsg"
+
 	"github.com/kafkaworkbook/workbook/stage01-log/commitlog"
 	"github.com/kafkaworkbook/workbook/stage05-controller/kafkazk"
 )
@@ -147,6 +149,9 @@ func (c *Controller) reassign(tp commitlog.TopicPartition, target []int32) error
 		cs.reassignments[tp] = reassignment{target: slices.Clone(target), origin: slices.Clone(origin)}
 	}
 	c.logger.Info("reassigning", "partition", tp, "from", origin, "to", target)
+	for _, r := range without(target, origin) {
+		cs.machines.replicaTo(Replica{tp, r}, OnlineReplica) // through NewReplica
+	}
 	// A new leader epoch with the union as replicas: the new ones follow.
 	s := cs.states[tp]
 	s.LeaderEpoch++
@@ -206,9 +211,23 @@ func (c *Controller) maybeCompleteReassignment(tp commitlog.TopicPartition) {
 	b := newBatch()
 	c.writeStates(map[commitlog.TopicPartition]kafkazk.VersionedState{tp: next}, b)
 	for _, r := range leaving {
-		if _, ok := cs.live[r]; ok {
-			b.addStopReplica(r, tp, true)
+		rep := Replica{tp, r}
+		if _, ok := cs.live[r]; !ok {
+			cs.machines.replicaTo(rep, OfflineReplica)
+			continue // a dead broker's leftover replica is a stray when it comes back
 		}
+		cs.machines.replicaTo(rep, ReplicaDeletionStarted)
+		b.addStopReplica(r, tp, true)
+		b.stopCallback[r] = chain(b.stopCallback[r], func(resp *kmsg.StopReplicaResponse) {
+			if resp.ErrorCode == 0 {
+				c.queue.put(funcEvent{"ReassignedReplicaDeleted", func(c *Controller) {
+					if c.state != nil && c.state.machines.replicas[rep] == ReplicaDeletionStarted {
+						c.state.machines.replica(rep, ReplicaDeletionSuccessful)
+						c.state.machines.replica(rep, NonExistentReplica)
+					}
+				}})
+			}
+		})
 	}
 	c.send(b)
 	c.logger.Info("reassignment complete", "partition", tp, "replicas", r.target, "leader", cs.states[tp].Leader, "removed", leaving)

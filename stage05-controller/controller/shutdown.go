@@ -80,6 +80,7 @@ func (c *Controller) controlledShutdown(id int32, brokerEpoch int64) ([]commitlo
 			// A follower: it leaves the ISR and stops fetching (Kafka's
 			// OfflineReplica for a replica of a shutting-down broker).
 			next.PartitionState = withoutReplicas(s.PartitionState, func(r int32) bool { return r == id })
+			cs.machines.replicaTo(Replica{tp, id}, OfflineReplica)
 			batch.addStopReplica(id, tp, false)
 		default:
 			continue

@@ -25,7 +25,7 @@ import (
 // leader one, and tells every live replica its role.
 func (c *Controller) failover(epoch kafkazk.ControllerEpoch) {
 	c.term++
-	c.state = newClusterState(epoch)
+	c.state = newClusterState(epoch, c.logger)
 	c.channels = newChannels(c.brokerID, c.IsActive, c.logger)
 	cs := c.state
 
@@ -43,6 +43,25 @@ func (c *Controller) failover(epoch kafkazk.ControllerEpoch) {
 	}
 	c.logger.Info("controller state loaded", "epoch", epoch.Epoch, "live_brokers", cs.liveIDs(),
 		"topics", len(cs.topics), "partitions", len(cs.states))
+	// The state machines start from what ZooKeeper says (Kafka's
+	// initializePartitionState and initializeReplicaState).
+	for _, tp := range cs.partitions() {
+		switch s, ok := cs.states[tp]; {
+		case !ok:
+			cs.machines.partitionTo(tp, NewPartition)
+		case s.Leader >= 0 && cs.isLive(s.Leader):
+			cs.machines.partitionTo(tp, OnlinePartition)
+		default:
+			cs.machines.partitionTo(tp, OfflinePartition)
+		}
+		for _, r := range cs.replicas(tp) {
+			if _, live := cs.live[r]; live {
+				cs.machines.replicaTo(Replica{tp, r}, OnlineReplica)
+			} else {
+				cs.machines.replicaTo(Replica{tp, r}, OfflineReplica)
+			}
+		}
+	}
 
 	b := newBatch()
 	b.allMetadata = true
@@ -221,6 +240,14 @@ func (c *Controller) electWhereNeeded(tps []commitlog.TopicPartition, b *batch) 
 		}
 		for tp, s := range created {
 			cs.states[tp] = kafkazk.VersionedState{PartitionState: s, ZkVersion: 0}
+			cs.machines.partitionTo(tp, OnlinePartition)
+			for _, r := range cs.replicas(tp) {
+				if _, live := cs.live[r]; live {
+					cs.machines.replicaTo(Replica{tp, r}, OnlineReplica)
+				} else {
+					cs.machines.replicaTo(Replica{tp, r}, OfflineReplica)
+				}
+			}
 			b.isNew[tp] = true
 			b.addLeaderAndIsr(cs, tp, nil)
 		}
@@ -246,6 +273,11 @@ func (c *Controller) writeStates(decided map[commitlog.TopicPartition]kafkazk.Ve
 		s := decided[tp]
 		s.ZkVersion = v
 		cs.states[tp] = s
+		if s.Leader >= 0 && cs.isLive(s.Leader) {
+			cs.machines.partitionTo(tp, OnlinePartition)
+		} else {
+			cs.machines.partitionTo(tp, OfflinePartition)
+		}
 		b.addLeaderAndIsr(cs, tp, nil)
 	}
 	var reread []commitlog.TopicPartition
@@ -328,12 +360,20 @@ func (c *Controller) brokersDied(ids []int32) {
 	var leaderless []commitlog.TopicPartition
 	shrunk := map[commitlog.TopicPartition]kafkazk.VersionedState{}
 	for _, tp := range cs.partitions() {
+		for _, r := range cs.replicas(tp) {
+			if dead(r) && !cs.deleting[tp.Topic] {
+				cs.machines.replicaTo(Replica{tp, r}, OfflineReplica)
+			} else if dead(r) {
+				cs.machines.replicaTo(Replica{tp, r}, ReplicaDeletionIneligible)
+			}
+		}
 		s, ok := cs.states[tp]
 		if !ok || cs.deleting[tp.Topic] {
 			continue
 		}
 		switch {
 		case dead(s.Leader):
+			cs.machines.partitionTo(tp, OfflinePartition)
 			leaderless = append(leaderless, tp)
 		case slices.ContainsFunc(s.ISR, dead):
 			next := s
@@ -363,9 +403,11 @@ func (c *Controller) brokersStarted(ids []int32) {
 	for _, id := range ids {
 		for _, tp := range cs.partitionsOn(id) {
 			if cs.deleting[tp.Topic] {
+				cs.machines.replicaTo(Replica{tp, id}, ReplicaDeletionStarted)
 				b.addStopReplica(id, tp, true)
 				continue
 			}
+			cs.machines.replicaTo(Replica{tp, id}, OnlineReplica)
 			if s, ok := cs.states[tp]; ok && (s.Leader < 0 || !cs.isLive(s.Leader)) {
 				offline = append(offline, tp)
 			}
@@ -423,6 +465,7 @@ func (c *Controller) forgetTopic(topic string) {
 		delete(cs.states, commitlog.TopicPartition{Topic: topic, Partition: p})
 	}
 	delete(cs.topics, topic)
+	cs.machines.forgetTopic(topic)
 	delete(cs.unclean, topic)
 	delete(cs.deleting, topic)
 }
@@ -504,10 +547,15 @@ func (c *Controller) topicDeletion() {
 		waiting := map[int32]bool{}
 		for _, p := range sortedKeys(cs.topics[topic].Replicas) {
 			tp := commitlog.TopicPartition{Topic: topic, Partition: p}
+			cs.machines.partitionTo(tp, OfflinePartition)
 			for _, r := range cs.replicas(tp) {
 				waiting[r] = true
 				if _, ok := cs.live[r]; ok {
+					cs.machines.replicaTo(Replica{tp, r}, ReplicaDeletionStarted)
 					b.addStopReplica(r, tp, true)
+				} else {
+					cs.machines.replicaTo(Replica{tp, r}, OfflineReplica)
+					cs.machines.replicaTo(Replica{tp, r}, ReplicaDeletionIneligible)
 				}
 			}
 		}
@@ -535,6 +583,12 @@ func (c *Controller) replicaDeleted(topic string, broker int32) {
 	}
 	waiting := cs.deletionWaits[topic]
 	delete(waiting, broker)
+	for p := range cs.topics[topic].Replicas {
+		r := Replica{commitlog.TopicPartition{Topic: topic, Partition: p}, broker}
+		if cs.machines.replicas[r] == ReplicaDeletionStarted {
+			cs.machines.replica(r, ReplicaDeletionSuccessful)
+		}
+	}
 	if len(waiting) > 0 {
 		return
 	}

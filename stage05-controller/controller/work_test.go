@@ -1,0 +1,130 @@
+package controller_test
+
+import (
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/kafkaworkbook/workbook/stage01-log/commitlog"
+	"github.com/kafkaworkbook/workbook/stage04-isr-acks/isr"
+	"github.com/kafkaworkbook/workbook/stage05-controller/controller"
+	"github.com/kafkaworkbook/workbook/stage05-controller/kafkazk"
+	"github.com/kafkaworkbook/workbook/stage05-controller/zktest"
+)
+
+// fakeBroker registers a broker id in ZooKeeper, as a broker would, at an
+// address where nothing listens: the controller's requests to it are
+// retried, never answered, which this test does not need.
+func fakeBroker(t *testing.T, ens *zktest.Ensemble, id int32) *kafkazk.Client {
+	t.Helper()
+	zk, err := kafkazk.Connect(ens.Addr(0), kafkazk.Options{SessionTimeout: zktest.SessionTimeout, Logger: testLogger()})
+	require.NoError(t, err)
+	t.Cleanup(zk.Close)
+	require.NoError(t, zk.CreateTopLevelPaths())
+	_, err = zk.RegisterBroker(kafkazk.BrokerInfo{ID: id, JmxPort: -1, Timestamp: time.Now(), Endpoints: []kafkazk.Endpoint{
+		{Listener: "PLAINTEXT", SecurityProtocol: "PLAINTEXT", Host: "127.0.0.1", Port: 1}}})
+	require.NoError(t, err)
+	return zk
+}
+
+// TestLeaderElectionFromTheISRAndTheStateMachines drives the controller
+// with broker registrations alone (no broker processes: this is the
+// controller's own logic, on a real ZooKeeper): a new topic's partitions
+// go NewPartition to OnlinePartition, led by their first replica; a dead
+// broker's replicas go OfflineReplica and its leaderships go to the next
+// live replica in the ISR, in assignment order, the ISR losing it; with
+// every ISR member dead a partition goes OfflinePartition, keeping its
+// last ISR member, and comes back online only when that member does (a
+// live replica outside the ISR may not lead: clean election); deleting
+// the topic starts its replicas' deletion, ineligible on a dead broker.
+func TestLeaderElectionFromTheISRAndTheStateMachines(t *testing.T) {
+	ens := zktest.StartStandalone(t)
+	brokers := map[int32]*kafkazk.Client{0: fakeBroker(t, ens, 0), 1: fakeBroker(t, ens, 1), 2: fakeBroker(t, ens, 2)}
+	ctl := startCandidates(t, ens, 1)[0]
+	active(t, []*candidate{ctl})
+	zk := ctl.zk
+
+	t0, t1 := commitlog.TopicPartition{Topic: "t", Partition: 0}, commitlog.TopicPartition{Topic: "t", Partition: 1}
+	require.NoError(t, zk.CreateTopic("t", kafkazk.TopicAssignment{Replicas: map[int32][]int32{0: {0, 1, 2}, 1: {1, 2, 0}}}, nil))
+	state := func(tp commitlog.TopicPartition) isr.PartitionState {
+		s, _, err := zk.PartitionState(tp)
+		if err != nil {
+			return isr.PartitionState{Leader: -9}
+		}
+		return s
+	}
+	waitState := func(tp commitlog.TopicPartition, leader int32, inSync []int32, what string) {
+		t.Helper()
+		require.Eventually(t, func() bool {
+			s := state(tp)
+			return s.Leader == leader && slices.Equal(s.ISR, inSync)
+		}, 20*time.Second, 5*time.Millisecond, "%s: %s should be led by %d with ISR %v, is %+v", what, tp, leader, inSync, state(tp))
+	}
+	machines := func() (map[commitlog.TopicPartition]controller.PartitionStateName, map[controller.Replica]controller.ReplicaStateName) {
+		p, r, err := ctl.ctl.StateMachines()
+		require.NoError(t, err)
+		return p, r
+	}
+	waitMachines := func(what string, ok func(map[commitlog.TopicPartition]controller.PartitionStateName, map[controller.Replica]controller.ReplicaStateName) bool) {
+		t.Helper()
+		require.Eventually(t, func() bool { return ok(machines()) }, 20*time.Second, 5*time.Millisecond, what)
+	}
+
+	waitState(t0, 0, []int32{0, 1, 2}, "created")
+	waitState(t1, 1, []int32{1, 2, 0}, "created")
+	waitMachines("new partitions online, every replica online", func(p map[commitlog.TopicPartition]controller.PartitionStateName, r map[controller.Replica]controller.ReplicaStateName) bool {
+		return p[t0] == controller.OnlinePartition && p[t1] == controller.OnlinePartition && len(r) == 6 &&
+			!slices.ContainsFunc(mapsValues(r), func(s controller.ReplicaStateName) bool { return s != controller.OnlineReplica })
+	})
+
+	brokers[0].Close()
+	waitState(t0, 1, []int32{1, 2}, "broker 0 died")
+	waitState(t1, 1, []int32{1, 2}, "broker 0 died")
+	waitMachines("broker 0's replicas offline", func(_ map[commitlog.TopicPartition]controller.PartitionStateName, r map[controller.Replica]controller.ReplicaStateName) bool {
+		return r[controller.Replica{TopicPartition: t0, Broker: 0}] == controller.OfflineReplica &&
+			r[controller.Replica{TopicPartition: t1, Broker: 0}] == controller.OfflineReplica &&
+			r[controller.Replica{TopicPartition: t0, Broker: 1}] == controller.OnlineReplica
+	})
+	s0 := state(t0)
+	require.Equal(t, int32(1), s0.LeaderEpoch, "a new leader, a new epoch")
+
+	brokers[1].Close()
+	waitState(t0, 2, []int32{2}, "broker 1 died")
+	waitState(t1, 2, []int32{2}, "broker 1 died")
+	brokers[2].Close()
+	waitState(t0, -1, []int32{2}, "every ISR member dead: offline, the last member kept")
+	waitState(t1, -1, []int32{2}, "every ISR member dead")
+	waitMachines("offline partitions", func(p map[commitlog.TopicPartition]controller.PartitionStateName, _ map[controller.Replica]controller.ReplicaStateName) bool {
+		return p[t0] == controller.OfflinePartition && p[t1] == controller.OfflinePartition
+	})
+
+	brokers[0] = fakeBroker(t, ens, 0)
+	waitMachines("broker 0's replicas online again", func(_ map[commitlog.TopicPartition]controller.PartitionStateName, r map[controller.Replica]controller.ReplicaStateName) bool {
+		return r[controller.Replica{TopicPartition: t0, Broker: 0}] == controller.OnlineReplica
+	})
+	require.Equal(t, int32(-1), state(t0).Leader, "broker 0 is not in the ISR: no clean election")
+
+	brokers[2] = fakeBroker(t, ens, 2)
+	waitState(t0, 2, []int32{2}, "the last ISR member is back")
+	waitState(t1, 2, []int32{2}, "the last ISR member is back")
+	waitMachines("online again", func(p map[commitlog.TopicPartition]controller.PartitionStateName, _ map[controller.Replica]controller.ReplicaStateName) bool {
+		return p[t0] == controller.OnlinePartition && p[t1] == controller.OnlinePartition
+	})
+
+	require.NoError(t, zk.MarkTopicForDeletion("t"))
+	waitMachines("deletion started on live brokers, ineligible on the dead one", func(_ map[commitlog.TopicPartition]controller.PartitionStateName, r map[controller.Replica]controller.ReplicaStateName) bool {
+		return r[controller.Replica{TopicPartition: t0, Broker: 0}] == controller.ReplicaDeletionStarted &&
+			r[controller.Replica{TopicPartition: t0, Broker: 2}] == controller.ReplicaDeletionStarted &&
+			r[controller.Replica{TopicPartition: t0, Broker: 1}] == controller.ReplicaDeletionIneligible
+	})
+}
+
+func mapsValues[K comparable, V any](m map[K]V) []V {
+	out := make([]V, 0, len(m))
+	for _, v := range m {
+		out = append(out, v)
+	}
+	return out
+}
