@@ -66,6 +66,10 @@ func (c *Controller) failover(epoch kafkazk.ControllerEpoch) {
 	b := newBatch()
 	b.allMetadata = true
 	c.electWhereNeeded(cs.partitions(), b)
+	// Replicas on brokers that are not registered leave the ISRs: the
+	// death may have happened before this controller was elected (this
+	// controller's predecessor, for one).
+	c.removeFromISRs(func(r int32) bool { _, live := cs.live[r]; return !live }, b)
 	for _, tp := range cs.partitions() {
 		b.addLeaderAndIsr(cs, tp, nil)
 	}
@@ -358,7 +362,6 @@ func (c *Controller) brokersDied(ids []int32) {
 	dead := func(r int32) bool { return slices.Contains(ids, r) }
 	b := newBatch()
 	var leaderless []commitlog.TopicPartition
-	shrunk := map[commitlog.TopicPartition]kafkazk.VersionedState{}
 	for _, tp := range cs.partitions() {
 		for _, r := range cs.replicas(tp) {
 			if dead(r) && !cs.deleting[tp.Topic] {
@@ -371,24 +374,43 @@ func (c *Controller) brokersDied(ids []int32) {
 		if !ok || cs.deleting[tp.Topic] {
 			continue
 		}
-		switch {
-		case dead(s.Leader):
+		if dead(s.Leader) {
 			cs.machines.partitionTo(tp, OfflinePartition)
 			leaderless = append(leaderless, tp)
-		case slices.ContainsFunc(s.ISR, dead):
-			next := s
-			next.PartitionState = withoutReplicas(s.PartitionState, dead)
-			next.LeaderEpoch++
-			next.ControllerEpoch = cs.epoch.Epoch
-			shrunk[tp] = next
 		}
 	}
 	c.electWhereNeeded(leaderless, b)
-	c.writeStates(shrunk, b)
+	c.removeFromISRs(dead, b)
 	if len(b.metadata) == 0 {
 		b.allMetadata = true // the live brokers changed: every broker hears it
 	}
 	c.send(b)
+}
+
+// removeFromISRs takes the brokers gone says are gone out of the ISRs of
+// the partitions whose leader is live (Kafka's OfflineReplica transition,
+// removeReplicasFromIsr): a leader keeps a dead follower whose log end
+// matched its own in the ISR for ever (Kafka's rule: only a follower that
+// is behind can fall out of sync), so the controller, which sees the
+// death, must. Each change is a new leader epoch.
+func (c *Controller) removeFromISRs(gone func(int32) bool, b *batch) {
+	cs := c.state
+	if cs == nil {
+		return
+	}
+	shrunk := map[commitlog.TopicPartition]kafkazk.VersionedState{}
+	for _, tp := range cs.partitions() {
+		s, ok := cs.states[tp]
+		if !ok || cs.deleting[tp.Topic] || s.Leader < 0 || gone(s.Leader) || !slices.ContainsFunc(s.ISR, gone) {
+			continue
+		}
+		next := s
+		next.PartitionState = withoutReplicas(s.PartitionState, gone)
+		next.LeaderEpoch++
+		next.ControllerEpoch = cs.epoch.Epoch
+		shrunk[tp] = next
+	}
+	c.writeStates(shrunk, b)
 }
 
 // brokersStarted is Kafka's onBrokerStartup: every broker learns the new

@@ -153,6 +153,18 @@ func TestControllerFailoverWithBrokerProcesses(t *testing.T) {
 	second := waitController(t, zk, isAlive)
 	elected := time.Since(killed)
 	waitLeaders(t, zk, topic, partitions, isAlive)
+	// The dead controller was a follower too: its successor, which never
+	// saw it die, takes it out of every ISR at failover (a leader never
+	// drops a follower whose log end matched its own).
+	require.Eventually(t, func() bool {
+		for p := range int32(partitions) {
+			s, _, err := zk.PartitionState(commitlog.TopicPartition{Topic: topic, Partition: p})
+			if err != nil || slices.Contains(s.ISR, first) {
+				return false
+			}
+		}
+		return true
+	}, 30*time.Second, 10*time.Millisecond, "the dead controller leaves every ISR")
 	t.Logf("kill -9 of controller %d: broker %d elected after %v, every partition led after %v (session timeout %v)",
 		first, second, elected.Round(time.Millisecond), time.Since(killed).Round(time.Millisecond), zktest.SessionTimeout)
 	roundTrip(t, c, topic, partitions, "after-kill", 20)
