@@ -26,6 +26,7 @@ type clusterState struct {
 	deletionWaits map[string]map[int32]bool                 // topic being deleted -> brokers whose replicas are not deleted yet
 	shuttingDown  map[int32]bool                            // brokers in a controlled shutdown: never elected
 	reassignments map[commitlog.TopicPartition]reassignment // moves in progress
+	legacy        map[commitlog.TopicPartition]bool         // those asked for in /admin/reassign_partitions
 	machines      *machines                                 // the partition and replica state machines
 }
 
@@ -33,7 +34,8 @@ func newClusterState(epoch kafkazk.ControllerEpoch, logger *slog.Logger) *cluste
 	return &clusterState{epoch: epoch, machines: newMachines(logger), live: map[int32]kafkazk.RegisteredBroker{},
 		topics: map[string]kafkazk.VersionedAssignment{}, states: map[commitlog.TopicPartition]kafkazk.VersionedState{},
 		unclean: map[string]bool{}, deleting: map[string]bool{}, deletionWaits: map[string]map[int32]bool{},
-		shuttingDown: map[int32]bool{}, reassignments: map[commitlog.TopicPartition]reassignment{}}
+		shuttingDown: map[int32]bool{}, reassignments: map[commitlog.TopicPartition]reassignment{},
+		legacy: map[commitlog.TopicPartition]bool{}}
 }
 
 // isLive reports whether a broker is registered and not shutting down:

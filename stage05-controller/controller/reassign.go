@@ -208,6 +208,11 @@ func (c *Controller) maybeCompleteReassignment(tp commitlog.TopicPartition) {
 		return
 	}
 	delete(cs.reassignments, tp)
+	defer func() {
+		if cs.legacy[tp] {
+			c.legacyDone()
+		}
+	}()
 	b := newBatch()
 	c.writeStates(map[commitlog.TopicPartition]kafkazk.VersionedState{tp: next}, b)
 	for _, r := range leaving {
@@ -311,4 +316,50 @@ func setOf[V any](m map[commitlog.TopicPartition]V) map[commitlog.TopicPartition
 		out[k] = true
 	}
 	return out
+}
+
+// legacyReassignments is the /admin/reassign_partitions event: the znode
+// was created (or deleted). Its moves are started as
+// AlterPartitionReassignments' are; the znode is deleted once they are
+// all complete (legacyDone), as Kafka does for the old tool.
+func (c *Controller) legacyReassignments() {
+	cs := c.state
+	rs, ch, err := c.zk.ReassignmentsW()
+	if err != nil {
+		c.logger.Warn("reading /admin/reassign_partitions", "err", err)
+		return
+	}
+	c.watch("PartitionReassignment", ch, (*Controller).legacyReassignments)
+	if len(rs) == 0 {
+		return
+	}
+	for _, r := range rs {
+		tp := commitlog.TopicPartition{Topic: r.Topic, Partition: r.Partition}
+		if err := c.reassign(tp, r.Replicas); err != nil {
+			c.logger.Warn("refusing a reassignment from /admin/reassign_partitions", "partition", tp, "err", err)
+			continue
+		}
+		if cs.reassigning(tp) {
+			cs.legacy[tp] = true
+		}
+	}
+	c.legacyDone()
+}
+
+// legacyDone deletes /admin/reassign_partitions when none of the moves it
+// asked for is still in progress.
+func (c *Controller) legacyDone() {
+	cs := c.state
+	if cs == nil {
+		return
+	}
+	for tp := range cs.legacy {
+		if cs.reassigning(tp) {
+			return
+		}
+	}
+	cs.legacy = map[commitlog.TopicPartition]bool{}
+	if err := c.zk.DeleteReassignments(cs.epoch); err != nil {
+		c.failed("delete /admin/reassign_partitions", err)
+	}
 }

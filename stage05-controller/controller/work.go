@@ -77,6 +77,7 @@ func (c *Controller) failover(epoch kafkazk.ControllerEpoch) {
 	c.isrChanges()
 	c.topicDeletion()
 	c.resumeReassignments()
+	c.legacyReassignments()
 	if c.opts.AutoLeaderRebalance && c.opts.LeaderImbalanceCheckInterval > 0 {
 		c.rebalanceLoop(c.term)
 	}

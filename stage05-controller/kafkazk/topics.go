@@ -463,3 +463,44 @@ func sortedPartitions[V any](m map[commitlog.TopicPartition]V) []commitlog.Topic
 	})
 	return out
 }
+
+// ReassignmentsW reads /admin/reassign_partitions (the reassignment tool's
+// request before KIP-455's AlterPartitionReassignments; none: nil) and
+// watches it for creation or deletion.
+func (c *Client) ReassignmentsW() ([]Reassignment, <-chan zk.Event, error) {
+	exists, _, ch, err := c.conn.ExistsW(ReassignPartitionsPath)
+	if err != nil {
+		return nil, nil, fmt.Errorf("kafkazk: watch %s: %w", ReassignPartitionsPath, err)
+	}
+	if !exists {
+		return nil, ch, nil
+	}
+	data, _, err := c.conn.Get(ReassignPartitionsPath)
+	if errors.Is(err, zk.ErrNoNode) {
+		return nil, ch, nil
+	}
+	if err != nil {
+		return nil, nil, fmt.Errorf("kafkazk: read %s: %w", ReassignPartitionsPath, err)
+	}
+	rs, err := DecodeReassignments(data)
+	return rs, ch, err
+}
+
+// RequestReassignments writes /admin/reassign_partitions, as Kafka's
+// kafka-reassign-partitions.sh did before KIP-455; ErrNodeExists while a
+// previous request is in progress.
+func (c *Client) RequestReassignments(rs []Reassignment) error {
+	if _, err := c.conn.Create(ReassignPartitionsPath, EncodeReassignments(rs), 0, acl); err != nil {
+		return fmt.Errorf("kafkazk: create %s: %w", ReassignPartitionsPath, err)
+	}
+	return nil
+}
+
+// DeleteReassignments removes /admin/reassign_partitions once every move
+// it asked for is complete, fenced.
+func (c *Client) DeleteReassignments(e ControllerEpoch) error {
+	if _, err := c.fenced(e, &zk.DeleteRequest{Path: ReassignPartitionsPath, Version: -1}); err != nil && !errors.Is(err, zk.ErrNoNode) {
+		return err
+	}
+	return nil
+}

@@ -47,7 +47,8 @@ func createAssigned(t *testing.T, c *brokertest.Cluster, topic string, assignmen
 // producer and a consumer run: broker 3 copies the partition and joins the
 // ISR, the leadership leaves broker 0, the assignment becomes {1,2,3},
 // broker 0's replica is deleted, and every acknowledged record is read
-// once, in order.
+// once, in order. A second move, asked for the old way through
+// /admin/reassign_partitions, brings broker 0 back.
 func TestAReassignmentMovesAPartitionUnderLoadAndDeletesTheOldReplica(t *testing.T) {
 	ens := zktest.StartStandalone(t)
 	c := brokertest.Start(t, ens, 4, nil)
@@ -125,6 +126,23 @@ func TestAReassignmentMovesAPartitionUnderLoadAndDeletesTheOldReplica(t *testing
 	listed, err := adm.ListPartitionReassignments(ctx, nil)
 	require.NoError(t, err)
 	require.Empty(t, listed, "nothing in progress")
+	progress(2000)
+
+	// The old way, before KIP-455: kafka-reassign-partitions.sh wrote
+	// /admin/reassign_partitions; the controller deletes it when done.
+	require.NoError(t, zk.RequestReassignments([]kafkazk.Reassignment{{Topic: topic, Partition: 0, Replicas: []int32{2, 3, 0}}}))
+	require.Eventually(t, func() bool {
+		exists, _, err := zk.Conn().Exists(kafkazk.ReassignPartitionsPath)
+		if err != nil || exists {
+			return false
+		}
+		data, _, err := zk.Conn().Get(kafkazk.TopicPath(topic))
+		if err != nil {
+			return false
+		}
+		a, err := kafkazk.DecodeTopicAssignment(topic, data)
+		return err == nil && slices.Equal(a.Replicas[0], []int32{2, 3, 0})
+	}, 60*time.Second, 10*time.Millisecond, "the znode's move done and the znode deleted")
 	progress(2000)
 
 	close(stop)
