@@ -249,6 +249,12 @@ func (c *Controller) watchSession() {
 					"disconnected_for", c.zk.DisconnectedFor().Round(time.Millisecond))
 				c.queue.put(funcEvent{"SessionLost", func(c *Controller) {
 					c.resign("cut off from ZooKeeper: the session may expire")
+					// Run again: if the session survived (the connection came
+					// back in time, or ZooKeeper lost and regained its quorum,
+					// which renews every session), /controller still names this
+					// broker and no watch will fire; elect deletes it so that
+					// an election happens.
+					c.elect()
 				}})
 			}
 		}

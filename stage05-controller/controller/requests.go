@@ -38,14 +38,16 @@ func newBatch() *batch {
 }
 
 // addLeaderAndIsr tells the live replicas of tp (those in brokers, or all
-// when brokers is nil) its state, and every broker its metadata.
+// when brokers is nil) its state, and every broker its metadata. A broker
+// in a controlled shutdown is not told: it would become a follower again
+// and its leader would put it back in the ISR as it exits.
 func (b *batch) addLeaderAndIsr(cs *clusterState, tp commitlog.TopicPartition, brokers []int32) {
 	if brokers == nil {
 		brokers = cs.replicas(tp)
 	}
 	for _, r := range brokers {
-		if _, ok := cs.live[r]; !ok {
-			continue
+		if !cs.isLive(r) {
+			continue // dead, or shutting down: it stops its replicas itself (StopReplica)
 		}
 		if b.leaderAndIsr[r] == nil {
 			b.leaderAndIsr[r] = map[commitlog.TopicPartition]bool{}

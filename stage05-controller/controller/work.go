@@ -399,8 +399,30 @@ func (c *Controller) removeFromISRs(gone func(int32) bool, b *batch) {
 	if cs == nil {
 		return
 	}
-	shrunk := map[commitlog.TopicPartition]kafkazk.VersionedState{}
+	// The states as ZooKeeper has them now, not as last seen: a leader
+	// may have put a broker back in its ISR since (Kafka's
+	// doRemoveReplicasFromIsr reads them too).
+	var candidates []commitlog.TopicPartition
 	for _, tp := range cs.partitions() {
+		if slices.ContainsFunc(cs.replicas(tp), gone) && !cs.deleting[tp.Topic] {
+			candidates = append(candidates, tp)
+		}
+	}
+	if len(candidates) == 0 {
+		return
+	}
+	current, err := c.zk.PartitionStates(candidates...)
+	if err != nil {
+		c.failed("read partition states", err)
+		return
+	}
+	for tp, s := range current {
+		if s.ZkVersion >= cs.states[tp].ZkVersion {
+			cs.states[tp] = s
+		}
+	}
+	shrunk := map[commitlog.TopicPartition]kafkazk.VersionedState{}
+	for _, tp := range candidates {
 		s, ok := cs.states[tp]
 		if !ok || cs.deleting[tp.Topic] || s.Leader < 0 || gone(s.Leader) || !slices.ContainsFunc(s.ISR, gone) {
 			continue
@@ -528,6 +550,15 @@ func (c *Controller) isrChanges() {
 		if s.ZkVersion >= cs.states[tp].ZkVersion {
 			cs.states[tp] = s
 			b.metadata[tp] = true
+		}
+	}
+	// A leader may have put a broker back in its ISR after the controller
+	// saw it die (it was still fetching as it exited): take it out again.
+	notLive := func(r int32) bool { return !cs.isLive(r) }
+	for _, tp := range sortedPartitionSet(b.metadata) {
+		if slices.ContainsFunc(cs.states[tp].ISR, notLive) {
+			c.removeFromISRs(notLive, b)
+			break
 		}
 	}
 	c.send(b)
