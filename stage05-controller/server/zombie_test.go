@@ -65,8 +65,11 @@ func TestACutOffControllerIsReplacedAndFenced(t *testing.T) {
 	waitLeaders(t, zk, topic, partitions, others)
 	require.Contains(t, c.Broker(old).Log(), "the controller stops acting", "the old controller stopped on its own")
 
-	// A LeaderAndIsr as the zombie would send it: refused by the brokers
-	// that heard from the new controller.
+	// A LeaderAndIsr as the zombie would send it, to each broker that has
+	// heard from the new controller (its Metadata names it: it got the new
+	// controller's UpdateMetadata, and with it the new epoch): refused. A
+	// broker that has not heard from the new controller yet cannot know,
+	// in Kafka as here; hence the wait.
 	for _, id := range []int32{0, 1, 2} {
 		if id == old {
 			continue
@@ -74,15 +77,18 @@ func TestACutOffControllerIsReplacedAndFenced(t *testing.T) {
 		cl, err := kgo.NewClient(kgo.SeedBrokers(c.Broker(id).Addr()))
 		require.NoError(t, err)
 		require.Eventually(t, func() bool {
-			req := kmsg.NewPtrLeaderAndISRRequest()
-			req.ControllerID, req.ControllerEpoch, req.BrokerEpoch = old, oldEpoch.Epoch, -1
-			ps := kmsg.NewLeaderAndISRRequestTopicPartition()
-			ps.Partition, ps.ControllerEpoch, ps.Leader, ps.LeaderEpoch = 0, oldEpoch.Epoch, old, 1000
-			ps.ISR, ps.Replicas = []int32{old}, []int32{0, 1, 2}
-			req.TopicStates = []kmsg.LeaderAndISRRequestTopicState{{Topic: topic, PartitionStates: []kmsg.LeaderAndISRRequestTopicPartition{ps}}}
-			resp, err := req.RequestWith(context.Background(), cl)
-			return err == nil && resp.ErrorCode == kerr.StaleControllerEpoch.Code
-		}, 30*time.Second, 20*time.Millisecond, "broker %d refuses the zombie's LeaderAndIsr", id)
+			resp, err := kmsg.NewPtrMetadataRequest().RequestWith(context.Background(), cl)
+			return err == nil && resp.ControllerID == next
+		}, 30*time.Second, 20*time.Millisecond, "broker %d heard from controller %d", id, next)
+		req := kmsg.NewPtrLeaderAndISRRequest()
+		req.ControllerID, req.ControllerEpoch, req.BrokerEpoch = old, oldEpoch.Epoch, -1
+		ps := kmsg.NewLeaderAndISRRequestTopicPartition()
+		ps.Partition, ps.ControllerEpoch, ps.Leader, ps.LeaderEpoch = 0, oldEpoch.Epoch, old, 1000
+		ps.ISR, ps.Replicas = []int32{old}, []int32{0, 1, 2}
+		req.TopicStates = []kmsg.LeaderAndISRRequestTopicState{{Topic: topic, PartitionStates: []kmsg.LeaderAndISRRequestTopicPartition{ps}}}
+		resp, err := req.RequestWith(context.Background(), cl)
+		require.NoError(t, err)
+		require.Equal(t, kerr.StaleControllerEpoch.Code, resp.ErrorCode, "broker %d refuses the zombie's LeaderAndIsr", id)
 		cl.Close()
 	}
 	// A ZooKeeper write as the zombie would make it: fenced.
