@@ -58,6 +58,9 @@ type Options struct {
 	// StartOffsetAdvanced is passed to the store
 	// (store.Options.StartOffsetAdvanced).
 	StartOffsetAdvanced func(tp commitlog.TopicPartition, l *commitlog.Log, start int64)
+	// ClusterID is passed to the store (store.Options.ClusterID): the
+	// cluster's id when ZooKeeper knows it (stage 05).
+	ClusterID string
 }
 
 // New opens the broker's log directory and registers the APIs of this
@@ -71,7 +74,7 @@ func New(cfg Config, opts Options) (*Broker, error) {
 	}
 	st, err := store.Open(cfg.LogDir, cfg.BrokerID, cfg.Log, store.Options{
 		MaxPartitions: opts.MaxPartitions, RetentionLimit: opts.RetentionLimit,
-		StartOffsetAdvanced: opts.StartOffsetAdvanced, Logger: opts.Logger})
+		StartOffsetAdvanced: opts.StartOffsetAdvanced, ClusterID: opts.ClusterID, Logger: opts.Logger})
 	if err != nil {
 		return nil, err
 	}

@@ -28,7 +28,14 @@ type Options struct {
 	// (ManagerOptions.StartOffsetAdvanced): stage 03 forgets the leader
 	// epochs that ended before it. nil: nobody needs to know.
 	StartOffsetAdvanced func(tp commitlog.TopicPartition, l *commitlog.Log, start int64)
-	Logger              *slog.Logger // slog.Default if nil
+	// ClusterID is the cluster's id when something outside the directory
+	// knows it: from stage 05 on, ZooKeeper's /cluster/id. It is written
+	// to a new meta.properties, and a directory whose meta.properties names
+	// another cluster is refused (Kafka's InconsistentClusterIdException).
+	// "": a new directory gets a random id (a single broker is its own
+	// cluster).
+	ClusterID string
+	Logger    *slog.Logger // slog.Default if nil
 }
 
 // Store is the broker's partition store: the partitions whose replicas this
@@ -71,7 +78,7 @@ func Open(dir string, brokerID int32, cfg commitlog.ManagerConfig, opts Options)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("log directory: %w", err)
 	}
-	clusterID, err := loadMetaProperties(dir, brokerID)
+	clusterID, err := loadMetaProperties(dir, brokerID, opts.ClusterID)
 	if err != nil {
 		return nil, err
 	}

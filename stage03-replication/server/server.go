@@ -42,6 +42,8 @@ type Options struct {
 	Listener replica.Listener
 	// LagTimeMax: see replica.Options.LagTimeMax (stage 04).
 	LagTimeMax time.Duration
+	// ClusterID: see broker.Options.ClusterID (stage 05).
+	ClusterID string
 }
 
 // Server is a broker that replicates: stage 02's broker with the handlers
@@ -81,7 +83,7 @@ func New(cfg Config, opts Options) (*Server, error) {
 	s.brokerEpoch.Store(-1)
 	var manager atomic.Pointer[replica.Manager]
 	var err error
-	s.Broker, err = broker.New(cfg.Broker, broker.Options{Logger: opts.Logger,
+	s.Broker, err = broker.New(cfg.Broker, broker.Options{Logger: opts.Logger, ClusterID: opts.ClusterID,
 		BeforeClose: func() error {
 			if s.Replicas == nil { // New failed before the manager started
 				return nil

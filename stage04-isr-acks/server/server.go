@@ -25,6 +25,8 @@ type Options struct {
 	// (/latest_producer_id_block): shared by every broker of a cluster;
 	// nil: a file in the log directory, right for a single broker.
 	ProducerIDs producer.Node
+	// ClusterID: see broker.Options.ClusterID (stage 05: /cluster/id).
+	ClusterID string
 }
 
 // Server is a stage 03 broker whose high watermark counts the ISR, whose
@@ -54,7 +56,8 @@ func New(cfg Config, opts Options) (*Server, error) {
 		Produces: purgatory.New[commitlog.TopicPartition]("Produce", purgatory.Options{}),
 		Fetches:  purgatory.New[commitlog.TopicPartition]("Fetch", purgatory.Options{})}
 	l := &listener{}
-	base, err := server.New(cfg.Config, server.Options{Logger: opts.Logger, Quorum: isr.Quorum{}, Listener: l, LagTimeMax: cfg.LagTimeMax})
+	base, err := server.New(cfg.Config, server.Options{Logger: opts.Logger, Quorum: isr.Quorum{}, Listener: l, LagTimeMax: cfg.LagTimeMax,
+		ClusterID: opts.ClusterID})
 	if err != nil {
 		s.Produces.Shutdown()
 		s.Fetches.Shutdown()

@@ -122,6 +122,8 @@ func TestControllerFailoverWithBrokerProcesses(t *testing.T) {
 	isAlive := func(id int32) bool { return alive[id] }
 
 	first := waitController(t, zk, isAlive)
+	clusterID, err := zk.ClusterID()
+	require.NoError(t, err)
 	require.Eventually(t, func() bool {
 		for _, addr := range c.Addrs() {
 			cl, err := kgo.NewClient(kgo.SeedBrokers(addr))
@@ -130,12 +132,12 @@ func TestControllerFailoverWithBrokerProcesses(t *testing.T) {
 			}
 			resp, err := kmsg.NewPtrMetadataRequest().RequestWith(context.Background(), cl)
 			cl.Close()
-			if err != nil || resp.ControllerID != first || len(resp.Brokers) != 3 {
+			if err != nil || resp.ControllerID != first || len(resp.Brokers) != 3 || resp.ClusterID == nil || *resp.ClusterID != clusterID {
 				return false
 			}
 		}
 		return true
-	}, 30*time.Second, 20*time.Millisecond, "every broker names controller %d and knows the three brokers", first)
+	}, 30*time.Second, 20*time.Millisecond, "every broker names controller %d, knows the three brokers and reports /cluster/id", first)
 
 	const topic, partitions = "orders", 6
 	adm := kadm.NewClient(client(t, c))

@@ -38,9 +38,10 @@ type Server struct {
 	config *configWatcher
 }
 
-// New connects to ZooKeeper, creates Kafka's persistent znodes if this is
-// the first broker, and builds the broker; nothing listens and nothing is
-// registered until Start.
+// New connects to ZooKeeper, creates Kafka's persistent znodes and the
+// cluster id if this is the first broker (a log directory of another
+// cluster is refused), and builds the broker; nothing listens and nothing
+// is registered until Start.
 func New(cfg Config, opts Options) (*Server, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
@@ -55,7 +56,12 @@ func New(cfg Config, opts Options) (*Server, error) {
 		zk.Close()
 		return nil, err
 	}
-	base, err := s4.New(cfg.Config, s4.Options{Logger: opts.Logger, States: zk, ProducerIDs: zk.ProducerIDBlock()})
+	clusterID, err := zk.ClusterID()
+	if err != nil {
+		zk.Close()
+		return nil, err
+	}
+	base, err := s4.New(cfg.Config, s4.Options{Logger: opts.Logger, States: zk, ProducerIDs: zk.ProducerIDBlock(), ClusterID: clusterID})
 	if err != nil {
 		zk.Close()
 		return nil, err
