@@ -2,8 +2,8 @@ package broker
 
 import "github.com/kafkaworkbook/workbook/stage02-reactor/store"
 
-// DefaultMaxConnections is the broker's default max.connections: half the
-// open-file limit (Kafka: unlimited, which lets new clients hang in the
-// accept queue once descriptors run out). The partitions and their
-// segments have the other half (store.DefaultMaxPartitions).
-func DefaultMaxConnections() int { return max(store.OpenFileLimit()/2, 1) }
+// DefaultMaxConnections is the broker's default max.connections: a
+// quarter of the open-file limit (Kafka: unlimited, which lets new clients
+// hang in the accept queue once descriptors run out). The partitions and
+// their segments have the rest (store.DefaultMaxPartitions).
+func DefaultMaxConnections() int { return max(store.OpenFileLimit()/4, 1) }
