@@ -60,8 +60,12 @@ func (c *Controller) controlledShutdown(id int32, brokerEpoch int64) ([]commitlo
 	cs.shuttingDown[id] = true
 	c.logger.Info("controlled shutdown", "broker", id)
 
-	batch := newBatch()
-	decided := map[commitlog.TopicPartition]kafkazk.VersionedState{}
+	// The leaderships first, written and told together; then the ISRs the
+	// broker follows in (Kafka's order), so the last leadership to move
+	// does not wait for every ISR write.
+	moves := map[commitlog.TopicPartition]kafkazk.VersionedState{}
+	shrinks := map[commitlog.TopicPartition]kafkazk.VersionedState{}
+	followed := newBatch()
 	for _, tp := range cs.partitionsOn(id) {
 		s, ok := cs.states[tp]
 		if !ok || cs.deleting[tp.Topic] {
@@ -69,6 +73,8 @@ func (c *Controller) controlledShutdown(id int32, brokerEpoch int64) ([]commitlo
 		}
 		replicas := cs.replicas(tp)
 		next := s
+		next.LeaderEpoch++
+		next.ControllerEpoch = cs.epoch.Epoch
 		switch {
 		case s.Leader == id && len(replicas) > 1:
 			leader, newISR, ok := controlledShutdownElection(replicas, s.ISR, cs.isLive)
@@ -76,24 +82,25 @@ func (c *Controller) controlledShutdown(id int32, brokerEpoch int64) ([]commitlo
 				continue // stays with the broker: reported as remaining
 			}
 			next.Leader, next.ISR = leader, newISR
+			moves[tp] = next
 		case s.Leader != id && slices.Contains(s.ISR, id):
 			// A follower: it leaves the ISR and stops fetching (Kafka's
 			// OfflineReplica for a replica of a shutting-down broker).
 			next.PartitionState = withoutReplicas(s.PartitionState, func(r int32) bool { return r == id })
 			cs.machines.replicaTo(Replica{tp, id}, OfflineReplica)
-			batch.addStopReplica(id, tp, false)
-		default:
-			continue
+			followed.addStopReplica(id, tp, false)
+			shrinks[tp] = next
 		}
-		next.LeaderEpoch++
-		next.ControllerEpoch = cs.epoch.Epoch
-		decided[tp] = next
 	}
-	c.writeStates(decided, batch)
-	c.send(batch)
+	moved := newBatch()
+	c.writeStates(moves, moved)
+	c.send(moved)
+	c.writeStates(shrinks, followed)
+	c.send(followed)
 	if c.state == nil {
 		return nil, ErrNotController // a write found another controller
 	}
+	decided := moves
 	var remaining []commitlog.TopicPartition
 	for _, tp := range cs.partitionsOn(id) {
 		if s, ok := cs.states[tp]; ok && s.Leader == id {

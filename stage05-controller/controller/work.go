@@ -63,12 +63,16 @@ func (c *Controller) failover(epoch kafkazk.ControllerEpoch) {
 		}
 	}
 
+	// Leaders first: the partitions without one wait for nothing else.
 	b := newBatch()
 	b.allMetadata = true
 	c.electWhereNeeded(cs.partitions(), b)
-	// Replicas on brokers that are not registered leave the ISRs: the
-	// death may have happened before this controller was elected (this
-	// controller's predecessor, for one).
+	c.send(b)
+	// Then replicas on brokers that are not registered leave the ISRs (the
+	// death may have happened before this controller was elected: this
+	// controller's predecessor, for one), and every live replica hears its
+	// role.
+	b = newBatch()
 	c.removeFromISRs(func(r int32) bool { _, live := cs.live[r]; return !live }, b)
 	for _, tp := range cs.partitions() {
 		b.addLeaderAndIsr(cs, tp, nil)
@@ -380,11 +384,14 @@ func (c *Controller) brokersDied(ids []int32) {
 			leaderless = append(leaderless, tp)
 		}
 	}
+	// New leaders first, told at once; the ISRs the dead brokers only
+	// followed in shrink after (Kafka's order: OfflinePartition elections,
+	// then OfflineReplica).
 	c.electWhereNeeded(leaderless, b)
+	b.allMetadata = len(b.metadata) == 0 // the live brokers changed: every broker hears it
+	c.send(b)
+	b = newBatch()
 	c.removeFromISRs(dead, b)
-	if len(b.metadata) == 0 {
-		b.allMetadata = true // the live brokers changed: every broker hears it
-	}
 	c.send(b)
 }
 

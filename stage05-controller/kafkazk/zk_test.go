@@ -175,6 +175,22 @@ func TestZooKeeperLayout(t *testing.T) {
 		_, _, err = store.PartitionState(commitlog.TopicPartition{Topic: "isr", Partition: 99})
 		require.ErrorIs(t, err, isr.ErrNoNode)
 
+		// The controller writes two states in one batch; one of them is
+		// stale (the leader wrote since): the other is written, the stale
+		// one reported.
+		tp4 := commitlog.TopicPartition{Topic: "isr", Partition: 4}
+		require.NoError(t, ctl.CreatePartitionStates(e, map[commitlog.TopicPartition]isr.PartitionState{
+			tp4: {Leader: 1, ControllerEpoch: e.Epoch, ISR: []int32{1, 2, 0}}}))
+		written, failed, err := ctl.UpdatePartitionStates(e, map[commitlog.TopicPartition]kafkazk.VersionedState{
+			tp:  {PartitionState: isr.PartitionState{Leader: 1, ISR: []int32{1}}, ZkVersion: v},
+			tp4: {PartitionState: isr.PartitionState{Leader: 2, ISR: []int32{2}}, ZkVersion: 0}})
+		require.NoError(t, err)
+		require.Equal(t, map[commitlog.TopicPartition]int32{tp4: 1}, written)
+		require.ErrorIs(t, failed[tp], zk.ErrBadVersion)
+		s4, _, err := store.PartitionState(tp4)
+		require.NoError(t, err)
+		require.Equal(t, int32(2), s4.Leader)
+
 		require.NoError(t, store.NotifyIsrChange([]commitlog.TopicPartition{tp}))
 		require.NoError(t, store.NotifyIsrChange([]commitlog.TopicPartition{tp, {Topic: "isr", Partition: 4}}))
 		names, _, err := ctl.IsrChangeNotificationsW()
