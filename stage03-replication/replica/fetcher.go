@@ -91,6 +91,14 @@ func (f *fetcher) remove(tp commitlog.TopicPartition) int {
 
 // states returns the partitions and their epochs, for moving them to
 // another fetcher.
+// state returns tp's fetch state, if this fetcher fetches it.
+func (f *fetcher) state(tp commitlog.TopicPartition) (*fetchState, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	s, ok := f.parts[tp]
+	return s, ok
+}
+
 func (f *fetcher) states() map[commitlog.TopicPartition]*fetchState {
 	f.mu.Lock()
 	defer f.mu.Unlock()

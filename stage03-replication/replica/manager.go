@@ -269,9 +269,11 @@ func (m *Manager) addFetchLocked(tp commitlog.TopicPartition, p *Partition, lead
 }
 
 // fetchStateLocked returns tp's fetch state and fetcher, if it is fetched.
+// One lookup per fetcher (one per leader): a LeaderAndIsr for thousands of
+// partitions used to copy every fetcher's whole map for each of them.
 func (m *Manager) fetchStateLocked(tp commitlog.TopicPartition) (*fetchState, *fetcher) {
 	for _, f := range m.fetchers {
-		if st, ok := f.states()[tp]; ok {
+		if st, ok := f.state(tp); ok {
 			return st, f
 		}
 	}
