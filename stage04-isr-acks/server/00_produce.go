@@ -73,13 +73,13 @@ func (a appender) appendPartition(base server.ReplicaAppender, part broker.Produ
 	if err != nil || h.ProducerID < 0 || !ok {
 		return base.AppendPartition(part, minISR) // not idempotent, or refused there
 	}
-	st, _, err := a.s.producers.get(p)
+	pp, _, err := a.s.producers.entry(p)
 	if err != nil {
 		part.Response.ErrorCode = kerr.KafkaStorageError.Code
 		a.s.Logger().Error("producer state", "partition", p.TopicPartition, "err", err)
 		return nil, 0, 0
 	}
-	b := batchOf(&h)
+	b, st := batchOf(&h), pp.st
 	st.Serialize(func() {
 		if err := p.CheckLeader(-1); err != nil {
 			part.Response.ErrorCode = replica.ErrorCode(err)
@@ -106,7 +106,7 @@ func (a appender) appendPartition(base server.ReplicaAppender, part broker.Produ
 			if p, last, epoch = base.AppendPartition(part, minISR); p != nil {
 				b.FirstOffset, b.LastOffset = part.Response.BaseOffset, last
 				st.Append(h.ProducerID, h.ProducerEpoch, b)
-				a.s.producers.recorded(p)
+				pp.recorded(a.s.Logger())
 			}
 		}
 	})

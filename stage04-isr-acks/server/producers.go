@@ -81,7 +81,7 @@ func (ps *producerStates) entry(p *replica.Partition) (*partitionProducers, bool
 // one before in case the newest cannot be read.
 const keepSnapshots = 2
 
-// recorded is called after batches were appended to p's log and recorded
+// recorded is called after batches were appended to the partition's log and recorded
 // in its state, by the one goroutine that does both (a leader's produce
 // under State.Serialize, a follower's fetcher). If the log rolled since
 // the last snapshot, the state holds every idempotent batch below the new
@@ -89,26 +89,21 @@ const keepSnapshots = 2
 // Kafka's Log.roll does: a restart after a crash then reads only the
 // batches from there on, not the whole log. The write is synchronous, as
 // Kafka's (once per segment, segment.bytes apart).
-func (ps *producerStates) recorded(p *replica.Partition) {
-	ps.mu.RLock()
-	pp, ok := ps.states[p.TopicPartition]
-	ps.mu.RUnlock()
-	if !ok || pp.p != p {
-		return
-	}
+func (pp *partitionProducers) recorded(logger *slog.Logger) {
+	p := pp.p
 	base := p.Log.ActiveBaseOffset()
 	if base <= pp.segment.Load() {
 		return
 	}
 	pp.segment.Store(base)
 	if err := writeSnapshot(pp.st, p.Log.Dir(), base); err != nil {
-		ps.logger.Error("producer snapshot at roll", "partition", p.TopicPartition, "err", err)
+		logger.Error("producer snapshot at roll", "partition", p.TopicPartition, "err", err)
 		return
 	}
 	offsets := slices.Sorted(maps.Keys(snapshots(p.Log.Dir())))
 	if len(offsets) > keepSnapshots {
 		keep := offsets[len(offsets)-keepSnapshots]
-		removeSnapshots(p.Log.Dir(), func(offset int64) bool { return offset < keep }, ps.logger)
+		removeSnapshots(p.Log.Dir(), func(offset int64) bool { return offset < keep }, logger)
 	}
 }
 

@@ -139,15 +139,15 @@ func (l *listener) HighWatermarkAdvanced(p *replica.Partition) {
 
 // Replicated: a follower keeps its producers' state from what it copies.
 func (l *listener) Replicated(p *replica.Partition, batches []byte) {
-	st, built, err := l.s.producers.get(p)
+	pp, built, err := l.s.producers.entry(p)
 	if err != nil {
 		l.s.Logger().Error("producer state", "partition", p.TopicPartition, "err", err)
 		return
 	}
 	if !built { // a state built now read these batches from the log already
-		observe(st, batches)
+		observe(pp.st, batches)
 	}
-	l.s.producers.recorded(p)
+	pp.recorded(l.s.Logger())
 }
 
 // Truncated: the batches cut from the log leave the producer state.

@@ -109,29 +109,6 @@ func (cs *channels) send(id int32, req kmsg.Request, callback func(kmsg.Response
 	}
 }
 
-// drained waits until every queue is empty: what was sent has been
-// answered, or dropped with its broker; or ctx ends.
-func (cs *channels) drained(ctx context.Context) error {
-	for {
-		cs.mu.Lock()
-		empty := true
-		for _, b := range cs.brokers {
-			b.mu.Lock()
-			empty = empty && len(b.queue) == 0
-			b.mu.Unlock()
-		}
-		cs.mu.Unlock()
-		if empty {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(5 * time.Millisecond):
-		}
-	}
-}
-
 func (b *brokerChannel) stop() {
 	b.cancel()
 	<-b.done

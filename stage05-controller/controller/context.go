@@ -2,10 +2,10 @@ package controller
 
 import (
 	"log/slog"
+	"maps"
 	"net"
 	"slices"
 	"strconv"
-	"strings"
 
 	"github.com/kafkaworkbook/workbook/stage01-log/commitlog"
 	"github.com/kafkaworkbook/workbook/stage05-controller/kafkazk"
@@ -59,8 +59,8 @@ func (cs *clusterState) replicas(tp commitlog.TopicPartition) []int32 {
 // partitions lists every partition of every topic, in order.
 func (cs *clusterState) partitions() []commitlog.TopicPartition {
 	var out []commitlog.TopicPartition
-	for _, topic := range sortedKeys(cs.topics) {
-		for _, p := range sortedKeys(cs.topics[topic].Replicas) {
+	for _, topic := range slices.Sorted(maps.Keys(cs.topics)) {
+		for _, p := range slices.Sorted(maps.Keys(cs.topics[topic].Replicas)) {
 			out = append(out, commitlog.TopicPartition{Topic: topic, Partition: p})
 		}
 	}
@@ -80,7 +80,7 @@ func (cs *clusterState) partitionsOn(id int32) []commitlog.TopicPartition {
 
 // liveIDs lists the registered brokers, in order (those shutting down
 // included: they still serve until they exit).
-func (cs *clusterState) liveIDs() []int32 { return sortedKeys(cs.live) }
+func (cs *clusterState) liveIDs() []int32 { return slices.Sorted(maps.Keys(cs.live)) }
 
 // endpoint returns a broker's PLAINTEXT endpoint (the first listener when
 // it has none): where the controller and other brokers reach it.
@@ -100,24 +100,4 @@ func endpoint(b kafkazk.RegisteredBroker) (kafkazk.Endpoint, bool) {
 func addr(b kafkazk.RegisteredBroker) string {
 	e, _ := endpoint(b)
 	return net.JoinHostPort(e.Host, strconv.Itoa(e.Port))
-}
-
-// sortedKeys returns a map's keys in order.
-func sortedKeys[K int32 | string, V any](m map[K]V) []K {
-	out := make([]K, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	slices.Sort(out)
-	return out
-}
-
-// sortPartitions orders partitions by topic, then partition.
-func sortPartitions(tps []commitlog.TopicPartition) {
-	slices.SortFunc(tps, func(a, b commitlog.TopicPartition) int {
-		if c := strings.Compare(a.Topic, b.Topic); c != 0 {
-			return c
-		}
-		return int(a.Partition) - int(b.Partition)
-	})
 }

@@ -101,16 +101,16 @@ func New(zk *kafkazk.Client, brokerID int32, opts Options) *Controller {
 // one expired) resigns and runs again.
 func (c *Controller) Start() {
 	go c.run()
-	c.zk.OnNewSession(func() { c.queue.put(funcEvent{"Expire", (*Controller).expire}) })
-	c.queue.put(funcEvent{"Startup", (*Controller).elect})
+	c.zk.OnNewSession(func() { c.queue.put(event{"Expire", (*Controller).expire}) })
+	c.queue.put(event{"Startup", (*Controller).elect})
 	c.wg.Go(c.watchSession)
 }
 
 // Close stops the controller: it resigns if active (the broker's
 // session, closed after, deletes /controller) and its goroutines end.
 func (c *Controller) Close() {
-	c.queue.put(funcEvent{"Shutdown", func(c *Controller) { c.resign("shutting down") }})
-	c.queue.put(funcEvent{"Stop", func(c *Controller) { c.queue.close() }})
+	c.queue.put(event{"Shutdown", func(c *Controller) { c.resign("shutting down") }})
+	c.queue.put(event{"Stop", func(c *Controller) { c.queue.close() }})
 	<-c.stopped
 	close(c.done)
 	c.wg.Wait()
@@ -181,7 +181,7 @@ func (c *Controller) watchController(changed <-chan zk.Event) {
 		select {
 		case <-c.done:
 		case ev := <-changed:
-			c.queue.put(funcEvent{"ControllerChange(" + ev.Type.String() + ")", (*Controller).controllerChange})
+			c.queue.put(event{"ControllerChange(" + ev.Type.String() + ")", (*Controller).controllerChange})
 		}
 	})
 }
@@ -247,7 +247,7 @@ func (c *Controller) watchSession() {
 			if c.zk.DisconnectedFor() >= limit && c.epoch.Swap(nil) != nil {
 				c.logger.Warn("cut off from ZooKeeper: the session may expire; the controller stops acting",
 					"disconnected_for", c.zk.DisconnectedFor().Round(time.Millisecond))
-				c.queue.put(funcEvent{"SessionLost", func(c *Controller) {
+				c.queue.put(event{"SessionLost", func(c *Controller) {
 					c.resign("cut off from ZooKeeper: the session may expire")
 					// Run again: if the session survived (the connection came
 					// back in time, or ZooKeeper lost and regained its quorum,
@@ -267,7 +267,7 @@ func (c *Controller) retryLater() {
 		select {
 		case <-c.done:
 		case <-time.After(500 * time.Millisecond):
-			c.queue.put(funcEvent{"Reelect", (*Controller).elect})
+			c.queue.put(event{"Reelect", (*Controller).elect})
 		}
 	})
 }

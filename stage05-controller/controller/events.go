@@ -10,9 +10,9 @@ import (
 // ControllerEventManager): ZooKeeper watches, broker requests and timers
 // only queue events, so the controller's state needs no lock and its
 // decisions follow one another as they happened.
-type event interface {
-	name() string
-	process(c *Controller)
+type event struct {
+	name    string // Kafka's event name, for the logs
+	process func(c *Controller)
 }
 
 // eventQueue is an unbounded FIFO of events with one consumer. Unbounded,
@@ -51,10 +51,10 @@ func (q *eventQueue) take() (e event, ok bool) {
 		q.cond.Wait()
 	}
 	if q.closed {
-		return nil, false
+		return event{}, false
 	}
 	e = q.events[0]
-	q.events[0] = nil
+	q.events[0] = event{}
 	q.events = q.events[1:]
 	return e, true
 }
@@ -78,18 +78,9 @@ func (c *Controller) run() {
 		start := time.Now()
 		e.process(c)
 		if d := time.Since(start); d > time.Second {
-			c.logger.Warn("slow controller event", "event", e.name(), "took", d.Round(time.Millisecond))
+			c.logger.Warn("slow controller event", "event", e.name, "took", d.Round(time.Millisecond))
 		} else {
-			c.logger.Debug("controller event", "event", e.name(), "took", d)
+			c.logger.Debug("controller event", "event", e.name, "took", d)
 		}
 	}
 }
-
-// funcEvent is an event given as a function, for the simple ones.
-type funcEvent struct {
-	label string
-	f     func(c *Controller)
-}
-
-func (e funcEvent) name() string          { return e.label }
-func (e funcEvent) process(c *Controller) { e.f(c) }

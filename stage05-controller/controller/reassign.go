@@ -3,6 +3,7 @@ package controller
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -58,13 +59,13 @@ type Reassignment struct {
 // were). It returns an error per partition that was refused.
 func (c *Controller) AlterReassignments(targets map[commitlog.TopicPartition][]int32) (map[commitlog.TopicPartition]error, error) {
 	out := make(chan map[commitlog.TopicPartition]error, 1)
-	c.queue.put(funcEvent{"AlterPartitionReassignments", func(c *Controller) {
+	c.queue.put(event{"AlterPartitionReassignments", func(c *Controller) {
 		if c.state == nil {
 			out <- nil
 			return
 		}
 		errs := map[commitlog.TopicPartition]error{}
-		for _, tp := range sortedPartitionSet(setOf(targets)) {
+		for _, tp := range slices.SortedFunc(maps.Keys(targets), commitlog.TopicPartition.Compare) {
 			if err := c.reassign(tp, targets[tp]); err != nil {
 				errs[tp] = err
 			}
@@ -85,7 +86,7 @@ func (c *Controller) AlterReassignments(targets map[commitlog.TopicPartition][]i
 // ListReassignments returns the moves in progress.
 func (c *Controller) ListReassignments() (map[commitlog.TopicPartition]Reassignment, error) {
 	out := make(chan map[commitlog.TopicPartition]Reassignment, 1)
-	c.queue.put(funcEvent{"ListPartitionReassignments", func(c *Controller) {
+	c.queue.put(event{"ListPartitionReassignments", func(c *Controller) {
 		if c.state == nil {
 			out <- nil
 			return
@@ -225,7 +226,7 @@ func (c *Controller) maybeCompleteReassignment(tp commitlog.TopicPartition) {
 		b.addStopReplica(r, tp, true)
 		b.stopCallback[r] = chain(b.stopCallback[r], func(resp *kmsg.StopReplicaResponse) {
 			if resp.ErrorCode == 0 {
-				c.queue.put(funcEvent{"ReassignedReplicaDeleted", func(c *Controller) {
+				c.queue.put(event{"ReassignedReplicaDeleted", func(c *Controller) {
 					if c.state != nil && c.state.machines.replicas[rep] == ReplicaDeletionStarted {
 						c.state.machines.replica(rep, ReplicaDeletionSuccessful)
 						c.state.machines.replica(rep, NonExistentReplica)
@@ -270,7 +271,7 @@ func (c *Controller) writeAssignment(tp commitlog.TopicPartition, replicas, addi
 // the assignments (adding_replicas, removing_replicas), at failover.
 func (c *Controller) resumeReassignments() {
 	cs := c.state
-	for _, topic := range sortedKeys(cs.topics) {
+	for _, topic := range slices.Sorted(maps.Keys(cs.topics)) {
 		a := cs.topics[topic]
 		for p, adding := range a.Adding {
 			tp := commitlog.TopicPartition{Topic: topic, Partition: p}
@@ -286,7 +287,7 @@ func (c *Controller) resumeReassignments() {
 			}
 		}
 	}
-	for _, tp := range sortedPartitionSet(setOf(cs.reassignments)) {
+	for _, tp := range slices.SortedFunc(maps.Keys(cs.reassignments), commitlog.TopicPartition.Compare) {
 		c.maybeCompleteReassignment(tp)
 	}
 }
@@ -306,14 +307,6 @@ func cloneMap(m map[int32][]int32) map[int32][]int32 {
 	out := make(map[int32][]int32, len(m))
 	for k, v := range m {
 		out[k] = slices.Clone(v)
-	}
-	return out
-}
-
-func setOf[V any](m map[commitlog.TopicPartition]V) map[commitlog.TopicPartition]bool {
-	out := make(map[commitlog.TopicPartition]bool, len(m))
-	for k := range m {
-		out[k] = true
 	}
 	return out
 }

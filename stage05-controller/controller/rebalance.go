@@ -28,7 +28,7 @@ func (c *Controller) rebalanceLoop(term int) {
 				return
 			case <-t.C:
 				stale := make(chan bool, 1)
-				c.queue.put(funcEvent{"AutoPreferredReplicaLeaderElection", func(c *Controller) {
+				c.queue.put(event{"AutoPreferredReplicaLeaderElection", func(c *Controller) {
 					if c.state == nil || c.term != term {
 						stale <- true
 						return

@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"maps"
 	"slices"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -82,11 +83,11 @@ func (c *Controller) send(b *batch) {
 		e, _ := endpoint(cs.live[id])
 		leaders = append(leaders, kmsg.LeaderAndISRRequestLiveLeader{BrokerID: id, Host: e.Host, Port: int32(e.Port)})
 	}
-	for _, id := range sortedKeys(b.leaderAndIsr) {
+	for _, id := range slices.Sorted(maps.Keys(b.leaderAndIsr)) {
 		req := kmsg.NewPtrLeaderAndISRRequest()
 		req.ControllerID, req.ControllerEpoch, req.BrokerEpoch = c.brokerID, cs.epoch.Epoch, cs.live[id].Epoch
 		req.LiveLeaders = leaders
-		tps := sortedPartitionSet(b.leaderAndIsr[id])
+		tps := slices.SortedFunc(maps.Keys(b.leaderAndIsr[id]), commitlog.TopicPartition.Compare)
 		for _, tp := range tps {
 			s := cs.states[tp]
 			ps := kmsg.NewLeaderAndISRRequestTopicPartition()
@@ -109,17 +110,17 @@ func (c *Controller) send(b *batch) {
 		for tp := range b.metadata {
 			parts = append(parts, tp)
 		}
-		sortPartitions(parts)
+		slices.SortFunc(parts, commitlog.TopicPartition.Compare)
 	}
 	if len(parts) > 0 || len(b.deleted) > 0 || b.allMetadata {
-		c.sendUpdateMetadata(parts, sortedPartitionSet(b.deleted))
+		c.sendUpdateMetadata(parts, slices.SortedFunc(maps.Keys(b.deleted), commitlog.TopicPartition.Compare))
 	}
 
-	for _, id := range sortedKeys(b.stopReplica) {
+	for _, id := range slices.Sorted(maps.Keys(b.stopReplica)) {
 		req := kmsg.NewPtrStopReplicaRequest()
 		req.ControllerID, req.ControllerEpoch, req.BrokerEpoch, req.DeletePartitions = c.brokerID, cs.epoch.Epoch, cs.live[id].Epoch, b.stopDelete[id]
 		byTopic := map[string]int{}
-		for _, tp := range sortedPartitionSet(b.stopReplica[id]) {
+		for _, tp := range slices.SortedFunc(maps.Keys(b.stopReplica[id]), commitlog.TopicPartition.Compare) {
 			i, ok := byTopic[tp.Topic]
 			if !ok {
 				i = len(req.Topics)
@@ -216,14 +217,4 @@ func appendMetadataState(states []kmsg.UpdateMetadataRequestTopicState, topic st
 		return states
 	}
 	return append(states, kmsg.UpdateMetadataRequestTopicState{Topic: topic, PartitionStates: []kmsg.UpdateMetadataRequestTopicPartition{ps}})
-}
-
-// sortedPartitionSet lists a set's partitions in order.
-func sortedPartitionSet(set map[commitlog.TopicPartition]bool) []commitlog.TopicPartition {
-	out := make([]commitlog.TopicPartition, 0, len(set))
-	for tp := range set {
-		out = append(out, tp)
-	}
-	sortPartitions(out)
-	return out
 }

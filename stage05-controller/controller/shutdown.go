@@ -36,7 +36,7 @@ func (c *Controller) ControlledShutdown(id int32, brokerEpoch int64) ([]commitlo
 		err       error
 	}
 	out := make(chan result, 1)
-	c.queue.put(funcEvent{"ControlledShutdown", func(c *Controller) {
+	c.queue.put(event{"ControlledShutdown", func(c *Controller) {
 		remaining, err := c.controlledShutdown(id, brokerEpoch)
 		out <- result{remaining, err}
 	}})

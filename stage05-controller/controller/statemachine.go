@@ -88,36 +88,33 @@ func newMachines(logger *slog.Logger) *machines {
 // partition moves tp to state to; false (and an error logged) if that
 // transition is not allowed from where it is.
 func (m *machines) partition(tp commitlog.TopicPartition, to PartitionStateName) bool {
-	from := m.partitions[tp]
-	if !slices.Contains(validPartitionPrevious[to], from) {
-		m.logger.Error("invalid partition state transition", "partition", tp, "from", from, "to", to)
-		return false
-	}
-	if from != to {
-		m.logger.Debug("partition state change", "partition", tp, "from", from, "to", to)
-	}
-	if to == NonExistentPartition {
-		delete(m.partitions, tp)
-	} else {
-		m.partitions[tp] = to
-	}
-	return true
+	return transition(m.logger, "partition", m.partitions, validPartitionPrevious, tp, to)
 }
 
 // replica moves a replica to state to, as partition does.
 func (m *machines) replica(r Replica, to ReplicaStateName) bool {
-	from := m.replicas[r]
-	if !slices.Contains(validReplicaPrevious[to], from) {
-		m.logger.Error("invalid replica state transition", "replica", r, "from", from, "to", to)
+	return transition(m.logger, "replica", m.replicas, validReplicaPrevious, r, to)
+}
+
+// transition is both machines' move: checked against the valid previous
+// states, logged, and the zero state (NonExistent) kept as absence.
+func transition[K comparable, S interface {
+	comparable
+	fmt.Stringer
+}](logger *slog.Logger, kind string, states map[K]S, valid map[S][]S, key K, to S) bool {
+	from := states[key]
+	if !slices.Contains(valid[to], from) {
+		logger.Error("invalid "+kind+" state transition", kind, key, "from", from, "to", to)
 		return false
 	}
 	if from != to {
-		m.logger.Debug("replica state change", "replica", r, "from", from, "to", to)
+		logger.Debug(kind+" state change", kind, key, "from", from, "to", to)
 	}
-	if to == NonExistentReplica {
-		delete(m.replicas, r)
+	var nonExistent S
+	if to == nonExistent {
+		delete(states, key)
 	} else {
-		m.replicas[r] = to
+		states[key] = to
 	}
 	return true
 }
@@ -177,7 +174,7 @@ func (c *Controller) StateMachines() (map[commitlog.TopicPartition]PartitionStat
 		replicas   map[Replica]ReplicaStateName
 	}
 	out := make(chan *snapshot, 1)
-	c.queue.put(funcEvent{"StateMachines", func(c *Controller) {
+	c.queue.put(event{"StateMachines", func(c *Controller) {
 		if c.state == nil {
 			out <- nil
 			return

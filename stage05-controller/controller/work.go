@@ -122,7 +122,7 @@ func (c *Controller) watch(name string, ch <-chan zk.Event, f func(c *Controller
 		select {
 		case <-c.done:
 		case <-ch:
-			c.queue.put(funcEvent{name, func(c *Controller) {
+			c.queue.put(event{name, func(c *Controller) {
 				if c.state != nil && c.term == term {
 					f(c)
 				}
@@ -501,7 +501,7 @@ func (c *Controller) topicChange() {
 	c.logger.Info("new topics", "topics", added)
 	var tps []commitlog.TopicPartition
 	for _, t := range added {
-		for _, p := range sortedKeys(cs.topics[t].Replicas) {
+		for _, p := range slices.Sorted(maps.Keys(cs.topics[t].Replicas)) {
 			tps = append(tps, commitlog.TopicPartition{Topic: t, Partition: p})
 		}
 	}
@@ -562,14 +562,14 @@ func (c *Controller) isrChanges() {
 	// A leader may have put a broker back in its ISR after the controller
 	// saw it die (it was still fetching as it exited): take it out again.
 	notLive := func(r int32) bool { return !cs.isLive(r) }
-	for _, tp := range sortedPartitionSet(b.metadata) {
+	for _, tp := range slices.SortedFunc(maps.Keys(b.metadata), commitlog.TopicPartition.Compare) {
 		if slices.ContainsFunc(cs.states[tp].ISR, notLive) {
 			c.removeFromISRs(notLive, b)
 			break
 		}
 	}
 	c.send(b)
-	for _, tp := range sortedPartitionSet(b.metadata) {
+	for _, tp := range slices.SortedFunc(maps.Keys(b.metadata), commitlog.TopicPartition.Compare) {
 		if cs.reassigning(tp) {
 			c.maybeCompleteReassignment(tp) // a target replica may have joined the ISR
 		}
@@ -606,7 +606,7 @@ func (c *Controller) topicDeletion() {
 		cs.deleting[topic] = true
 		c.logger.Info("deleting topic", "topic", topic)
 		waiting := map[int32]bool{}
-		for _, p := range sortedKeys(cs.topics[topic].Replicas) {
+		for _, p := range slices.Sorted(maps.Keys(cs.topics[topic].Replicas)) {
 			tp := commitlog.TopicPartition{Topic: topic, Partition: p}
 			cs.machines.partitionTo(tp, OfflinePartition)
 			for _, r := range cs.replicas(tp) {
@@ -628,7 +628,7 @@ func (c *Controller) topicDeletion() {
 					c.logger.Warn("StopReplica refused", "broker", broker, "err", kerr.ErrorForCode(resp.ErrorCode))
 					return
 				}
-				c.queue.put(funcEvent{"ReplicaDeleted", func(c *Controller) { c.replicaDeleted(t, broker) }})
+				c.queue.put(event{"ReplicaDeleted", func(c *Controller) { c.replicaDeleted(t, broker) }})
 			})
 		}
 	}
@@ -677,6 +677,6 @@ func chain(f, g func(*kmsg.StopReplicaResponse)) func(*kmsg.StopReplicaResponse)
 
 // dedupe sorts partitions and drops repeats.
 func dedupe(tps []commitlog.TopicPartition) []commitlog.TopicPartition {
-	sortPartitions(tps)
+	slices.SortFunc(tps, commitlog.TopicPartition.Compare)
 	return slices.Compact(tps)
 }

@@ -6,7 +6,6 @@ import (
 	"maps"
 	"path"
 	"slices"
-	"strings"
 	"sync"
 
 	"github.com/go-zookeeper/zk"
@@ -216,7 +215,7 @@ func chunks(tps []commitlog.TopicPartition, n int) [][]commitlog.TopicPartition 
 // OnlinePartition. A state that exists is an error (zk.ErrNodeExists);
 // the others are created.
 func (c *Client) CreatePartitionStates(e ControllerEpoch, states map[commitlog.TopicPartition]isr.PartitionState) error {
-	tps := sortedPartitions(states)
+	tps := slices.SortedFunc(maps.Keys(states), commitlog.TopicPartition.Compare)
 	topics := map[string]bool{}
 	for _, tp := range tps {
 		topics[tp.Topic] = true
@@ -272,7 +271,7 @@ func (c *Client) fencedCreateIfMissing(e ControllerEpoch, p string) error {
 // the leader changed the ISR since; re-read and decide again). A fenced
 // refusal fails the whole call with ErrControllerMoved.
 func (c *Client) UpdatePartitionStates(e ControllerEpoch, states map[commitlog.TopicPartition]VersionedState) (map[commitlog.TopicPartition]int32, map[commitlog.TopicPartition]error, error) {
-	batches := chunks(sortedPartitions(states), batchSize)
+	batches := chunks(slices.SortedFunc(maps.Keys(states), commitlog.TopicPartition.Compare), batchSize)
 	var mu sync.Mutex
 	written := make(map[commitlog.TopicPartition]int32, len(states))
 	failed := map[commitlog.TopicPartition]error{}
@@ -530,21 +529,6 @@ func (n idBlockNode) Set(data []byte, version int32) error {
 		return fmt.Errorf("%w: %s moved past version %d", producer.ErrConflict, ProducerIDBlockPath, version)
 	}
 	return err
-}
-
-// sortedPartitions returns a map's partitions in topic, partition order.
-func sortedPartitions[V any](m map[commitlog.TopicPartition]V) []commitlog.TopicPartition {
-	out := make([]commitlog.TopicPartition, 0, len(m))
-	for tp := range m {
-		out = append(out, tp)
-	}
-	slices.SortFunc(out, func(a, b commitlog.TopicPartition) int {
-		if c := strings.Compare(a.Topic, b.Topic); c != 0 {
-			return c
-		}
-		return int(a.Partition) - int(b.Partition)
-	})
-	return out
 }
 
 // ReassignmentsW reads /admin/reassign_partitions (the reassignment tool's

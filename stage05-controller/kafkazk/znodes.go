@@ -2,6 +2,7 @@ package kafkazk
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
@@ -274,19 +275,9 @@ func scalaHashMapOrder(keys []string) []string {
 		if ba, bb := ha&(n-1), hb&(n-1); ba != bb {
 			return int(ba - bb)
 		}
-		return cmpInt32(ha, hb)
+		return cmp.Compare(ha, hb)
 	})
 	return out
-}
-
-func cmpInt32(a, b int32) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // Encode returns the assignment's JSON.

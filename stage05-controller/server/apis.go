@@ -59,15 +59,25 @@ func (s *Server) handleCreateTopics(r *broker.Request) {
 		r.Respond(resp)
 		return
 	}
-	deadline := time.Now().Add(time.Duration(req.TimeoutMillis) * time.Millisecond)
+	answerWhen(r, resp, req.TimeoutMillis, func() bool { return s.allLed(created) }, func() {
+		for i := range resp.Topics {
+			if slices.Contains(created, resp.Topics[i].Topic) && !s.allLed([]string{resp.Topics[i].Topic}) {
+				resp.Topics[i].ErrorCode = kerr.RequestTimedOut.Code
+			}
+		}
+	})
+}
+
+// answerWhen answers r with resp once done reports true, polling this
+// broker's metadata, or after timeoutMillis, when timedOut marks what is
+// late (Kafka's DelayedCreatePartitions and DelayedDeleteTopics). A
+// request whose connection closed meanwhile is not answered.
+func answerWhen(r *broker.Request, resp kmsg.Response, timeoutMillis int32, done func() bool, timedOut func()) {
+	deadline := time.Now().Add(time.Duration(timeoutMillis) * time.Millisecond)
 	go func() {
-		for !s.allLed(created) {
+		for !done() {
 			if time.Now().After(deadline) {
-				for i := range resp.Topics {
-					if slices.Contains(created, resp.Topics[i].Topic) && !s.allLed([]string{resp.Topics[i].Topic}) {
-						resp.Topics[i].ErrorCode = kerr.RequestTimedOut.Code
-					}
-				}
+				timedOut()
 				break
 			}
 			select {
@@ -220,32 +230,21 @@ func (s *Server) handleDeleteTopics(r *broker.Request) {
 		r.Respond(resp)
 		return
 	}
-	deadline := time.Now().Add(time.Duration(req.TimeoutMillis) * time.Millisecond)
-	go func() {
-		for {
-			gone := true
-			for _, t := range marked {
-				gone = gone && len(s.Metadata.Partitions(t)) == 0
-			}
-			if gone {
-				break
-			}
-			if time.Now().After(deadline) {
-				for i := range resp.Topics {
-					if slices.Contains(marked, *resp.Topics[i].Topic) && len(s.Metadata.Partitions(*resp.Topics[i].Topic)) > 0 {
-						resp.Topics[i].ErrorCode = kerr.RequestTimedOut.Code
-					}
-				}
-				break
-			}
-			select {
-			case <-r.Done():
-				return
-			case <-time.After(10 * time.Millisecond):
+	gone := func(t string) bool { return len(s.Metadata.Partitions(t)) == 0 }
+	answerWhen(r, resp, req.TimeoutMillis, func() bool {
+		for _, t := range marked {
+			if !gone(t) {
+				return false
 			}
 		}
-		r.Respond(resp)
-	}()
+		return true
+	}, func() {
+		for i := range resp.Topics {
+			if t := *resp.Topics[i].Topic; slices.Contains(marked, t) && !gone(t) {
+				resp.Topics[i].ErrorCode = kerr.RequestTimedOut.Code
+			}
+		}
+	})
 }
 
 // ControlledShutdown (key 7), v0-v3: a broker about to stop asks the
@@ -354,7 +353,7 @@ func (s *Server) handleListPartitionReassignments(r *broker.Request) {
 			return false
 		}
 		byTopic := map[string]int{}
-		for _, tp := range sortedPartitions(list) {
+		for _, tp := range slices.SortedFunc(maps.Keys(list), commitlog.TopicPartition.Compare) {
 			if !wanted(tp) {
 				continue
 			}
@@ -370,22 +369,4 @@ func (s *Server) handleListPartitionReassignments(r *broker.Request) {
 		}
 		r.Respond(resp)
 	}()
-}
-
-// sortedPartitions lists a map's partitions in order.
-func sortedPartitions[V any](m map[commitlog.TopicPartition]V) []commitlog.TopicPartition {
-	out := make([]commitlog.TopicPartition, 0, len(m))
-	for tp := range m {
-		out = append(out, tp)
-	}
-	slices.SortFunc(out, func(a, b commitlog.TopicPartition) int {
-		if a.Topic != b.Topic {
-			if a.Topic < b.Topic {
-				return -1
-			}
-			return 1
-		}
-		return int(a.Partition - b.Partition)
-	})
-	return out
 }

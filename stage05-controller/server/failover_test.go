@@ -43,6 +43,17 @@ func client(t *testing.T, c *brokertest.Cluster, opts ...kgo.Opt) *kgo.Client {
 	return cl
 }
 
+// createTopic creates a topic with replication factor 3 through franz-go's
+// admin client, as a user would, and requires it created.
+func createTopic(t *testing.T, c *brokertest.Cluster, topic string, partitions int32, configs map[string]*string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	created, err := kadm.NewClient(client(t, c)).CreateTopics(ctx, partitions, 3, configs, topic)
+	require.NoError(t, err)
+	require.NoError(t, created[topic].Err)
+}
+
 // waitController waits until /controller names a broker that ok accepts
 // and returns it.
 func waitController(t *testing.T, zk *kafkazk.Client, ok func(id int32) bool) int32 {
@@ -140,12 +151,7 @@ func TestControllerFailoverWithBrokerProcesses(t *testing.T) {
 	}, 30*time.Second, 20*time.Millisecond, "every broker names controller %d, knows the three brokers and reports /cluster/id", first)
 
 	const topic, partitions = "orders", 6
-	adm := kadm.NewClient(client(t, c))
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	created, err := adm.CreateTopics(ctx, partitions, 3, map[string]*string{"min.insync.replicas": kadm.StringPtr("2")}, topic)
-	require.NoError(t, err)
-	require.NoError(t, created[topic].Err)
+	createTopic(t, c, topic, partitions, map[string]*string{"min.insync.replicas": kadm.StringPtr("2")})
 	waitLeaders(t, zk, topic, partitions, isAlive)
 	roundTrip(t, c, topic, partitions, "before", 20)
 

@@ -33,12 +33,7 @@ func TestLeaderKilledUnderAnIdempotentProducerLosesAndDuplicatesNothing(t *testi
 	c := brokertest.Start(t, ens, 3, map[string]string{"log.segment.bytes": "65536"})
 	zk := observer(t, ens)
 	const topic, partitions = "payments", 3
-	adm := kadm.NewClient(client(t, c))
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	created, err := adm.CreateTopics(ctx, partitions, 3, map[string]*string{"min.insync.replicas": kadm.StringPtr("2")}, topic)
-	require.NoError(t, err)
-	require.NoError(t, created[topic].Err)
+	createTopic(t, c, topic, partitions, map[string]*string{"min.insync.replicas": kadm.StringPtr("2")})
 	alive := map[int32]bool{0: true, 1: true, 2: true}
 	var aliveMu sync.Mutex
 	isAlive := func(id int32) bool { aliveMu.Lock(); defer aliveMu.Unlock(); return alive[id] }

@@ -39,12 +39,7 @@ func TestControlledShutdownMovesLeadershipsFirst(t *testing.T) {
 	c := brokertest.Start(t, ens, 3, map[string]string{"replica.lag.time.max.ms": "30000"})
 	zk := observer(t, ens)
 	const topic, partitions = "ledger", 9
-	adm := kadm.NewClient(client(t, c))
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	created, err := adm.CreateTopics(ctx, partitions, 3, map[string]*string{"min.insync.replicas": kadm.StringPtr("2")}, topic)
-	require.NoError(t, err)
-	require.NoError(t, created[topic].Err)
+	createTopic(t, c, topic, partitions, map[string]*string{"min.insync.replicas": kadm.StringPtr("2")})
 	all := func(id int32) bool { return id >= 0 && id < 3 }
 	ctrl := waitController(t, zk, all)
 	leaders := waitLeaders(t, zk, topic, partitions, all)

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
-	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -36,12 +35,7 @@ func TestACutOffControllerIsReplacedAndFenced(t *testing.T) {
 	require.NoError(t, err)
 
 	const topic, partitions = "zombie", 3
-	adm := kadm.NewClient(client(t, c))
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	created, err := adm.CreateTopics(ctx, partitions, 3, nil, topic)
-	require.NoError(t, err)
-	require.NoError(t, created[topic].Err)
+	createTopic(t, c, topic, partitions, nil)
 	waitLeaders(t, zk, topic, partitions, func(int32) bool { return true })
 	roundTrip(t, c, topic, partitions, "before", 10)
 	registered, err := zk.Brokers()
