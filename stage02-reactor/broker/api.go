@@ -2,6 +2,7 @@ package broker
 
 import (
 	"errors"
+	"net"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -33,6 +34,10 @@ type Request struct {
 	Broker *Broker
 	net    *network.Request
 }
+
+// RemoteAddr is the client's end of the connection (a group member's
+// client host, stage 05).
+func (r *Request) RemoteAddr() net.Addr { return r.net.RemoteAddr }
 
 // Received is when the network layer finished reading the request.
 func (r *Request) Received() time.Time { return r.net.Received }

@@ -35,6 +35,17 @@ func (s *Server) produceAPI() broker.API { return broker.ProduceAPI(appender{s})
 
 type appender struct{ s *Server }
 
+// AppendRecords appends batches as this broker's produce handler does
+// (broker.Appender: acks, min.insync.replicas, idempotence, the produce
+// purgatory) for a writer inside the broker: stage 05's group coordinator
+// writes its group metadata and offset commits to __consumer_offsets
+// with acks=all through it (Kafka's ReplicaManager.appendRecords with
+// internalTopicsAllowed). done is called exactly once, possibly from
+// another goroutine, when each parts[i].Response holds its answer.
+func (s *Server) AppendRecords(acks int16, timeout time.Duration, parts []broker.ProducePartition, done func()) {
+	appender{s}.AppendRecords(nil, acks, timeout, parts, done)
+}
+
 func (a appender) AppendRecords(r *broker.Request, acks int16, timeout time.Duration, parts []broker.ProducePartition, done func()) {
 	base := server.NewReplicaAppender(a.s.Server)
 	op := &delayedProduce{done: done}

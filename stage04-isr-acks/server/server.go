@@ -27,6 +27,14 @@ type Options struct {
 	ProducerIDs producer.Node
 	// ClusterID: see broker.Options.ClusterID (stage 05: /cluster/id).
 	ClusterID string
+	// StateChanged, if set, is told of every partition change that
+	// replica.Listener.StateChanged reports (leader or follower, a new
+	// leader epoch or ISR, stopped), after this stage has handled it, on
+	// the same goroutine and with no lock held: it must be quick. Stage 05's
+	// group coordinator learns there that it now leads, or no longer
+	// leads, a partition of __consumer_offsets (Kafka's onLeadershipChange
+	// callback of becomeLeaderOrFollower).
+	StateChanged func(p *replica.Partition)
 }
 
 // Server is a stage 03 broker whose high watermark counts the ISR, whose
@@ -55,7 +63,7 @@ func New(cfg Config, opts Options) (*Server, error) {
 	s := &Server{cfg: cfg, topics: topicConfigs{defaults: cfg.Topic}, producers: producerStates{logger: opts.Logger},
 		Produces: purgatory.New[commitlog.TopicPartition]("Produce", purgatory.Options{}),
 		Fetches:  purgatory.New[commitlog.TopicPartition]("Fetch", purgatory.Options{})}
-	l := &listener{}
+	l := &listener{stateChanged: opts.StateChanged}
 	base, err := server.New(cfg.Config, server.Options{Logger: opts.Logger, Quorum: isr.Quorum{}, Listener: l, LagTimeMax: cfg.LagTimeMax,
 		ClusterID: opts.ClusterID})
 	if err != nil {
@@ -123,7 +131,10 @@ func (s *Server) Config() Config { return s.cfg }
 // changes (replica.Listener): Kafka's tryCompleteDelayedRequests after an
 // append, a new high watermark or a leader change, and maybeExpandIsr after
 // a follower fetch.
-type listener struct{ s *Server }
+type listener struct {
+	s            *Server
+	stateChanged func(p *replica.Partition) // Options.StateChanged
+}
 
 var _ replica.Listener = (*listener)(nil)
 
@@ -179,4 +190,7 @@ func (l *listener) FollowerFetched(p *replica.Partition, follower int32) {
 func (l *listener) StateChanged(p *replica.Partition) {
 	l.s.Produces.CheckAndComplete(p.TopicPartition)
 	l.s.Fetches.CheckAndComplete(p.TopicPartition)
+	if l.stateChanged != nil {
+		l.stateChanged(p)
+	}
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/kafkaworkbook/workbook/stage01-log/commitlog"
 	"github.com/kafkaworkbook/workbook/stage04-isr-acks/server"
+	"github.com/kafkaworkbook/workbook/stage05-controller/group"
 	"github.com/kafkaworkbook/workbook/stage05-controller/kafkazk"
 )
 
@@ -62,15 +63,21 @@ type Config struct {
 	AutoLeaderRebalance        bool
 	LeaderImbalanceCheck       time.Duration
 	LeaderImbalancePercentage  int
+	// Group is the group coordinator's configuration; the offsets topic's
+	// replication factor and segment size are used when it is created.
+	Group                    group.Config
+	OffsetsReplicationFactor int
+	OffsetsSegmentBytes      int64
 }
 
 // ParseConfig reads a broker's configuration; every key must be known,
 // and a bad value is an error that names the key and the value.
 func ParseConfig(props map[string]string, logger *slog.Logger) (Config, error) {
-	base, err := server.ParseConfig(props, logger, KeyZookeeperConnect, KeyZookeeperSessionTimeout, KeyZookeeperConnectionTimeout,
+	keys := append([]string{KeyZookeeperConnect, KeyZookeeperSessionTimeout, KeyZookeeperConnectionTimeout,
 		KeyControlledShutdownEnable, KeyControlledShutdownMaxRetries, KeyControlledShutdownRetryBackoff,
 		KeyNumPartitions, KeyDefaultReplicationFactor, KeyBrokerRack,
-		KeyAutoLeaderRebalance, KeyLeaderImbalanceCheckInterval, KeyLeaderImbalancePerBrokerPercentage)
+		KeyAutoLeaderRebalance, KeyLeaderImbalanceCheckInterval, KeyLeaderImbalancePerBrokerPercentage}, groupKeys...)
+	base, err := server.ParseConfig(props, logger, keys...)
 	if err != nil {
 		return Config{}, err
 	}
@@ -137,6 +144,9 @@ func ParseConfig(props map[string]string, logger *slog.Logger) (Config, error) {
 			return Config{}, &commitlog.ConfigError{Key: KeyLeaderImbalancePerBrokerPercentage, Value: raw, Reason: "a percentage: at most 100"}
 		}
 		cfg.LeaderImbalancePercentage = int(v)
+	}
+	if err := parseGroupConfig(props, &cfg); err != nil {
+		return Config{}, err
 	}
 	return cfg, nil
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/kafkaworkbook/workbook/stage02-reactor/protocol"
 	s4 "github.com/kafkaworkbook/workbook/stage04-isr-acks/server"
 	"github.com/kafkaworkbook/workbook/stage05-controller/controller"
+	"github.com/kafkaworkbook/workbook/stage05-controller/group"
 	"github.com/kafkaworkbook/workbook/stage05-controller/kafkazk"
 )
 
@@ -32,6 +33,7 @@ type Server struct {
 	*s4.Server
 	ZK         *kafkazk.Client
 	Controller *controller.Controller
+	Groups     *group.Coordinator
 
 	cfg    Config
 	logger *slog.Logger
@@ -61,12 +63,15 @@ func New(cfg Config, opts Options) (*Server, error) {
 		zk.Close()
 		return nil, err
 	}
-	base, err := s4.New(cfg.Config, s4.Options{Logger: opts.Logger, States: zk, ProducerIDs: zk.ProducerIDBlock(), ClusterID: clusterID})
+	s := &Server{ZK: zk, cfg: cfg, logger: logger}
+	base, err := s4.New(cfg.Config, s4.Options{Logger: opts.Logger, States: zk, ProducerIDs: zk.ProducerIDBlock(), ClusterID: clusterID,
+		StateChanged: s.offsetsPartitionChanged})
 	if err != nil {
 		zk.Close()
 		return nil, err
 	}
-	s := &Server{Server: base, ZK: zk, cfg: cfg, logger: logger}
+	s.Server = base
+	s.Groups = group.New(cfg.Group, offsetsWriter{s}, group.Options{Logger: logger.With("component", "group-coordinator")})
 	s.Controller = controller.New(zk, cfg.Replica.BrokerID, controller.Options{Logger: logger.With("component", "controller"),
 		UncleanLeaderElection: cfg.Topic.UncleanLeaderElection, AutoLeaderRebalance: cfg.AutoLeaderRebalance,
 		LeaderImbalanceCheckInterval: cfg.LeaderImbalanceCheck, LeaderImbalancePerBrokerPercentage: cfg.LeaderImbalancePercentage})
@@ -76,6 +81,16 @@ func New(cfg Config, opts Options) (*Server, error) {
 	s.Register(s.controlledShutdownAPI())
 	s.Register(s.alterPartitionReassignmentsAPI())
 	s.Register(s.listPartitionReassignmentsAPI())
+	for _, api := range s.groupAPIs() {
+		s.Register(api)
+	}
+	// Parked JoinGroups and SyncGroups answer NOT_COORDINATOR as soon as
+	// the broker begins shutting down: the network layer's drain waits
+	// for every request in flight.
+	s.Delay(func() {
+		<-s.ShuttingDown()
+		s.Groups.Close()
+	})
 	return s, nil
 }
 

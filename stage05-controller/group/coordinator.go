@@ -1,0 +1,432 @@
+package group
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kafkaworkbook/workbook/stage01-log/commitlog"
+	"github.com/kafkaworkbook/workbook/stage01-log/record"
+	"github.com/kafkaworkbook/workbook/stage04-isr-acks/purgatory"
+)
+
+// Config is the coordinator's configuration, with Kafka's broker keys and
+// defaults (DefaultConfig).
+type Config struct {
+	// Partitions is offsets.topic.num.partitions (50): fixed once the
+	// topic exists, since it decides where every group lives.
+	Partitions int32
+	// MinSessionTimeout and MaxSessionTimeout are
+	// group.min.session.timeout.ms (6 s) and group.max.session.timeout.ms
+	// (30 min): the session timeouts a member may ask for.
+	MinSessionTimeout, MaxSessionTimeout time.Duration
+	// InitialRebalanceDelay is group.initial.rebalance.delay.ms (3 s): the
+	// first rebalance of an empty group waits this long, and again while
+	// members keep joining (up to the rebalance timeout), so that a group
+	// starting many consumers at once rebalances once, not once each.
+	InitialRebalanceDelay time.Duration
+	// MaxSize is group.max.size (Integer.MAX_VALUE): members per group.
+	MaxSize int
+	// CommitTimeout is offsets.commit.timeout.ms (5 s): how long an offset
+	// commit or group write waits for the ISR (acks=all).
+	CommitTimeout time.Duration
+	// MetadataMaxBytes is offset.metadata.max.bytes (4096): the longest
+	// metadata string an offset commit may carry.
+	MetadataMaxBytes int
+	// LoadBufferBytes is offsets.load.buffer.size (5 MiB): how much of the
+	// partition loading reads at a time.
+	LoadBufferBytes int
+}
+
+// DefaultConfig returns Kafka's defaults.
+func DefaultConfig() Config {
+	return Config{Partitions: 50, MinSessionTimeout: 6 * time.Second, MaxSessionTimeout: 30 * time.Minute,
+		InitialRebalanceDelay: 3 * time.Second, MaxSize: 1<<31 - 1, CommitTimeout: 5 * time.Second,
+		MetadataMaxBytes: 4096, LoadBufferBytes: 5 << 20}
+}
+
+// newMemberJoinTimeout is how long a new member's JoinGroup may wait in a
+// rebalance before the member is dropped (Kafka's NewMemberJoinTimeoutMs):
+// its socket is muted meanwhile, so a client that gave up and retried
+// would otherwise leave defunct members behind.
+const newMemberJoinTimeout = 5 * time.Minute
+
+// Writer appends to __consumer_offsets as its leader: the broker's produce
+// path with acks=all (stage 04's Server.AppendRecords). done gets the
+// produce error code (0 once the ISR has the batch), exactly once,
+// possibly on another goroutine.
+type Writer interface {
+	Append(partition int32, batch []byte, timeout time.Duration, done func(code int16))
+}
+
+// Options are the parts of a Coordinator that are not Kafka configuration.
+type Options struct {
+	Logger *slog.Logger     // slog.Default if nil
+	Now    func() time.Time // time.Now if nil
+}
+
+// ownership is this broker's hold on one partition of __consumer_offsets.
+type ownership struct {
+	epoch   int32 // the leader epoch it was elected in
+	loading bool  // its groups are being read from the log
+}
+
+// Coordinator is the group coordinator of one broker: it serves the groups
+// of the __consumer_offsets partitions this broker leads.
+type Coordinator struct {
+	cfg    Config
+	out    Writer
+	logger *slog.Logger
+	now    func() time.Time
+
+	joins      *purgatory.Purgatory[string] // DelayedJoin, by group id
+	heartbeats *purgatory.Purgatory[string] // DelayedHeartbeat, by memberKey
+
+	mu     sync.RWMutex
+	owned  map[int32]*ownership // Protected by mu.
+	groups map[string]*Group    // Protected by mu.
+	closed bool                 // Protected by mu.
+	loads  sync.WaitGroup
+}
+
+// New returns a coordinator that owns no partition yet.
+func New(cfg Config, out Writer, opts Options) *Coordinator {
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	return &Coordinator{cfg: cfg, out: out, logger: opts.Logger, now: opts.Now,
+		joins:      purgatory.New[string]("Rebalance", purgatory.Options{}),
+		heartbeats: purgatory.New[string]("Heartbeat", purgatory.Options{}),
+		owned:      map[int32]*ownership{}, groups: map[string]*Group{}}
+}
+
+// Close stops the coordinator: groups are unloaded (parked requests
+// answer NOT_COORDINATOR) and the purgatories stop.
+func (c *Coordinator) Close() {
+	c.mu.Lock()
+	c.closed = true
+	parts := slices.Collect(maps.Keys(c.owned))
+	c.mu.Unlock()
+	for _, p := range parts {
+		c.Resigned(p)
+	}
+	c.loads.Wait()
+	c.joins.Shutdown()
+	c.heartbeats.Shutdown()
+}
+
+// Partitions is offsets.topic.num.partitions.
+func (c *Coordinator) Partitions() int32 { return c.cfg.Partitions }
+
+// Elected tells the coordinator that this broker now leads partition p of
+// __consumer_offsets in leader epoch epoch, with log l: it reads the
+// partition's groups and offsets from the log on its own goroutine, and
+// answers COORDINATOR_LOAD_IN_PROGRESS for them until it is done (Kafka's
+// onElection and loadGroupsAndOffsets). A repeated call for an epoch
+// already known does nothing.
+func (c *Coordinator) Elected(p, epoch int32, l *commitlog.Log) {
+	c.mu.Lock()
+	if o := c.owned[p]; c.closed || (o != nil && o.epoch >= epoch) {
+		c.mu.Unlock()
+		return
+	}
+	c.owned[p] = &ownership{epoch: epoch, loading: true}
+	c.loads.Add(1)
+	c.mu.Unlock()
+	go func() {
+		defer c.loads.Done()
+		start := c.now()
+		found, end, err := c.read(l)
+		if err != nil {
+			// The partition stays loading: Kafka's loader keeps the
+			// partition unavailable rather than serve groups half-read.
+			c.logger.Error("loading groups", "partition", p, "err", err)
+			return
+		}
+		n, offsets := c.install(p, epoch, found)
+		c.logger.Info("loaded groups", "partition", p, "epoch", epoch, "groups", n, "offsets", offsets,
+			"log_end", end, "took", c.now().Sub(start).Round(time.Millisecond))
+	}()
+}
+
+// read reads every record of a partition's log, from its start to its
+// end at the time of the call.
+func (c *Coordinator) read(l *commitlog.Log) (*loaded, int64, error) {
+	found := &loaded{groups: map[string]*kmsg.GroupMetadataValue{}, offsets: map[string]map[commitlog.TopicPartition]Offset{}}
+	reader := record.GetReader(0)
+	defer record.PutReader(reader)
+	end := l.EndOffset()
+	for offset := l.StartOffset(); offset < end; {
+		region, err := l.ReadUpTo(offset, c.cfg.LoadBufferBytes, end)
+		if err != nil {
+			return nil, end, err
+		}
+		data, err := region.Bytes()
+		if err != nil {
+			return nil, end, err
+		}
+		if len(data) == 0 {
+			break
+		}
+		next := offset
+		for len(data) >= record.LogOverhead {
+			_, size, err := record.PeekSize(data)
+			if err != nil || size > len(data) {
+				break
+			}
+			h, err := record.ReadHeader(data)
+			if err != nil {
+				return nil, end, err
+			}
+			if !h.Attributes.Control() {
+				it, err := reader.Records(data[:size])
+				if err != nil {
+					return nil, end, err
+				}
+				for it.Next() {
+					r := it.Record()
+					if err := found.apply(r.Key, r.Value); err != nil {
+						c.logger.Warn("skipping a record of __consumer_offsets", "offset", h.BaseOffset+int64(r.OffsetDelta), "err", err)
+					}
+				}
+				if err := it.Err(); err != nil {
+					return nil, end, err
+				}
+			}
+			next = h.NextOffset()
+			data = data[size:]
+		}
+		if next == offset {
+			return nil, end, fmt.Errorf("no progress reading from offset %d: a batch larger than offsets.load.buffer.size (%d)?", offset, c.cfg.LoadBufferBytes)
+		}
+		offset = next
+	}
+	return found, end, nil
+}
+
+// install makes the loaded groups live, if this broker still owns the
+// partition in that epoch: a group with members is Stable, and each member
+// must heartbeat within its session timeout; one without is Empty.
+func (c *Coordinator) install(p, epoch int32, found *loaded) (groups, offsets int) {
+	now := c.now()
+	var built []*Group
+	for id, v := range found.groups {
+		if v == nil {
+			continue
+		}
+		g := newGroup(id, p, now)
+		g.protoType, g.generation = v.ProtocolType, v.Generation
+		if v.Protocol != nil {
+			g.protocol = *v.Protocol
+		}
+		if v.CurrentStateTimestamp > 0 {
+			g.stateTime = time.UnixMilli(v.CurrentStateTimestamp)
+		}
+		for _, vm := range v.Members {
+			m := &member{id: vm.MemberID, instanceID: vm.InstanceID, clientID: vm.ClientID, clientHost: vm.ClientHost,
+				rebalance: time.Duration(vm.RebalanceTimeoutMillis) * time.Millisecond, session: time.Duration(vm.SessionTimeoutMillis) * time.Millisecond,
+				protoType: v.ProtocolType, protocols: []protocol{{name: g.protocol, metadata: vm.Subscription}}, assignment: vm.Assignment}
+			g.add(m)
+		}
+		if v.Leader != nil && g.members[*v.Leader] != nil {
+			g.leader = *v.Leader
+		}
+		if len(g.members) > 0 {
+			g.state = Stable
+		}
+		built = append(built, g)
+	}
+	for id, offs := range found.offsets {
+		if len(offs) == 0 {
+			continue
+		}
+		i := slices.IndexFunc(built, func(g *Group) bool { return g.id == id })
+		if i < 0 {
+			built = append(built, newGroup(id, p, now))
+			i = len(built) - 1
+		}
+		built[i].offsets = offs
+		offsets += len(offs)
+	}
+	c.mu.Lock()
+	if o := c.owned[p]; o == nil || o.epoch != epoch || c.closed {
+		c.mu.Unlock()
+		return 0, 0
+	}
+	for _, g := range built {
+		c.groups[g.id] = g
+	}
+	c.owned[p].loading = false
+	c.mu.Unlock()
+	for _, g := range built {
+		g.lock()
+		for _, m := range g.members {
+			c.scheduleHeartbeat(g, m, m.session)
+		}
+		g.unlock()
+	}
+	return len(built), offsets
+}
+
+// Resigned tells the coordinator that this broker no longer leads
+// partition p of __consumer_offsets: its groups are dropped, and requests
+// parked in them answer NOT_COORDINATOR, so that their clients look the
+// coordinator up again (Kafka's onResignation).
+func (c *Coordinator) Resigned(p int32) {
+	c.mu.Lock()
+	if c.owned[p] == nil {
+		c.mu.Unlock()
+		return
+	}
+	delete(c.owned, p)
+	var dropped []*Group
+	for id, g := range c.groups {
+		if g.partition == p {
+			dropped = append(dropped, g)
+			delete(c.groups, id)
+		}
+	}
+	c.mu.Unlock()
+	for _, g := range dropped {
+		g.lock()
+		c.unloaded(g)
+		g.unlock()
+	}
+	if len(dropped) > 0 {
+		c.logger.Info("unloaded groups", "partition", p, "groups", len(dropped))
+	}
+}
+
+// unloaded marks a group Dead and answers its parked requests with
+// NOT_COORDINATOR (Kafka's onGroupUnloaded).
+func (c *Coordinator) unloaded(g *Group) {
+	g.transition(Dead, c.now())
+	for _, m := range g.members {
+		if m.awaitingJoin != nil {
+			c.answerJoin(g, m, joinError(m.id, kerr.NotCoordinator.Code))
+		}
+		if m.awaitingSync != nil {
+			c.answerSync(g, m, syncError(kerr.NotCoordinator.Code))
+		}
+		c.clearHeartbeat(g, m)
+	}
+	c.wakeJoin(g)
+}
+
+// Owns reports this broker's hold on the partition of groupID: NONE when
+// it serves the group, COORDINATOR_LOAD_IN_PROGRESS while it loads the
+// partition, NOT_COORDINATOR when it does not lead it.
+func (c *Coordinator) Owns(groupID string) int16 {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return c.ownsLocked(PartitionFor(groupID, c.cfg.Partitions))
+}
+
+func (c *Coordinator) ownsLocked(p int32) int16 {
+	switch o := c.owned[p]; {
+	case c.closed || o == nil:
+		return kerr.NotCoordinator.Code
+	case o.loading:
+		return kerr.CoordinatorLoadInProgress.Code
+	}
+	return 0
+}
+
+// errNoGroup: the group does not exist (and was not to be created).
+var errNoGroup = errors.New("no such group")
+
+// lookup returns the locked group groupID, creating an empty one if create
+// is set, or the error code that answers for it: INVALID_GROUP_ID for an
+// empty id, NOT_COORDINATOR or COORDINATOR_LOAD_IN_PROGRESS, and nil with
+// code 0 when the group does not exist and create is not set.
+func (c *Coordinator) lookup(groupID string, create bool) (*Group, int16) {
+	if groupID == "" {
+		return nil, kerr.InvalidGroupID.Code
+	}
+	p := PartitionFor(groupID, c.cfg.Partitions)
+	c.mu.Lock()
+	if code := c.ownsLocked(p); code != 0 {
+		c.mu.Unlock()
+		return nil, code
+	}
+	g := c.groups[groupID]
+	if g == nil && create {
+		g = newGroup(groupID, p, c.now())
+		c.groups[groupID] = g
+	}
+	c.mu.Unlock()
+	if g == nil {
+		return nil, 0
+	}
+	g.lock()
+	return g, 0
+}
+
+// forget removes a Dead group from the coordinator.
+func (c *Coordinator) forget(g *Group) {
+	c.mu.Lock()
+	if c.groups[g.id] == g {
+		delete(c.groups, g.id)
+	}
+	c.mu.Unlock()
+}
+
+// snapshot returns the groups this broker serves now.
+func (c *Coordinator) snapshot() (groups []*Group, loading bool) {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	for _, o := range c.owned {
+		loading = loading || o.loading
+	}
+	for _, g := range c.groups {
+		groups = append(groups, g)
+	}
+	slices.SortFunc(groups, func(a, b *Group) int {
+		if a.id < b.id {
+			return -1
+		}
+		if a.id > b.id {
+			return 1
+		}
+		return 0
+	})
+	return groups, loading
+}
+
+// store appends keys and values to the group's partition with acks=all
+// and calls done with the error code a client should get, on the
+// appender's goroutine and without the group's lock (Kafka's
+// GroupMetadataManager.appendForGroup and its error mapping).
+func (c *Coordinator) store(g *Group, keys, values [][]byte, done func(code int16)) {
+	batch := batchOf(c.now(), keys, values)
+	p := g.partition
+	g.later(func() {
+		c.out.Append(p, batch, c.cfg.CommitTimeout, func(code int16) { done(commitErrorCode(code)) })
+	})
+}
+
+// commitErrorCode maps a produce error to what a group client can act
+// on, as Kafka does.
+func commitErrorCode(code int16) int16 {
+	switch code {
+	case 0:
+		return 0
+	case kerr.UnknownTopicOrPartition.Code, kerr.NotEnoughReplicas.Code, kerr.NotEnoughReplicasAfterAppend.Code, kerr.RequestTimedOut.Code:
+		return kerr.CoordinatorNotAvailable.Code
+	case kerr.NotLeaderForPartition.Code, kerr.KafkaStorageError.Code:
+		return kerr.NotCoordinator.Code
+	case kerr.MessageTooLarge.Code, kerr.RecordListTooLarge.Code, kerr.InvalidFetchSize.Code:
+		return kerr.InvalidCommitOffsetSize.Code
+	}
+	return kerr.UnknownServerError.Code
+}

@@ -1,0 +1,57 @@
+package server
+
+import (
+	"time"
+
+	"github.com/kafkaworkbook/workbook/stage05-controller/group"
+)
+
+// The group coordinator's keys, with Kafka's names and defaults
+// (group.DefaultConfig).
+const (
+	KeyOffsetsTopicPartitions        = "offsets.topic.num.partitions"     // 50
+	KeyOffsetsTopicReplicationFactor = "offsets.topic.replication.factor" // 3
+	KeyOffsetsTopicSegmentBytes      = "offsets.topic.segment.bytes"      // 104857600
+	KeyOffsetsCommitTimeout          = "offsets.commit.timeout.ms"        // 5000
+	KeyOffsetsLoadBufferSize         = "offsets.load.buffer.size"         // 5242880
+	KeyOffsetMetadataMaxBytes        = "offset.metadata.max.bytes"        // 4096
+	KeyGroupMinSessionTimeout        = "group.min.session.timeout.ms"     // 6000
+	KeyGroupMaxSessionTimeout        = "group.max.session.timeout.ms"     // 1800000
+	KeyGroupInitialRebalanceDelay    = "group.initial.rebalance.delay.ms" // 3000
+	KeyGroupMaxSize                  = "group.max.size"                   // 2147483647
+)
+
+var groupKeys = []string{KeyOffsetsTopicPartitions, KeyOffsetsTopicReplicationFactor, KeyOffsetsTopicSegmentBytes,
+	KeyOffsetsCommitTimeout, KeyOffsetsLoadBufferSize, KeyOffsetMetadataMaxBytes, KeyGroupMinSessionTimeout,
+	KeyGroupMaxSessionTimeout, KeyGroupInitialRebalanceDelay, KeyGroupMaxSize}
+
+// parseGroupConfig reads the coordinator's keys into cfg.
+func parseGroupConfig(props map[string]string, cfg *Config) error {
+	cfg.Group, cfg.OffsetsReplicationFactor, cfg.OffsetsSegmentBytes = group.DefaultConfig(), 3, 100<<20
+	ms := func(d *time.Duration) func(int64) { return func(v int64) { *d = time.Duration(v) * time.Millisecond } }
+	for _, k := range []struct {
+		key string
+		min int64
+		set func(int64)
+	}{
+		{KeyOffsetsTopicPartitions, 1, func(v int64) { cfg.Group.Partitions = int32(min(v, 1<<31-1)) }},
+		{KeyOffsetsTopicReplicationFactor, 1, func(v int64) { cfg.OffsetsReplicationFactor = int(min(v, 1<<15-1)) }},
+		{KeyOffsetsTopicSegmentBytes, 1, func(v int64) { cfg.OffsetsSegmentBytes = v }},
+		{KeyOffsetsCommitTimeout, 1, ms(&cfg.Group.CommitTimeout)},
+		{KeyOffsetsLoadBufferSize, 1, func(v int64) { cfg.Group.LoadBufferBytes = int(min(v, 1<<31-1)) }},
+		{KeyOffsetMetadataMaxBytes, 0, func(v int64) { cfg.Group.MetadataMaxBytes = int(min(v, 1<<31-1)) }},
+		{KeyGroupMinSessionTimeout, 0, ms(&cfg.Group.MinSessionTimeout)},
+		{KeyGroupMaxSessionTimeout, 0, ms(&cfg.Group.MaxSessionTimeout)},
+		{KeyGroupInitialRebalanceDelay, 0, ms(&cfg.Group.InitialRebalanceDelay)},
+		{KeyGroupMaxSize, 1, func(v int64) { cfg.Group.MaxSize = int(min(v, 1<<31-1)) }},
+	} {
+		if raw, ok := props[k.key]; ok {
+			v, err := parseInt(k.key, raw, k.min)
+			if err != nil {
+				return err
+			}
+			k.set(v)
+		}
+	}
+	return nil
+}
