@@ -5,6 +5,7 @@ import (
 	"math"
 	"sort"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -47,6 +48,78 @@ type Config struct {
 	// how long a deleted segment's files live on renamed to .deleted, so
 	// that reads already handed out can finish. Default 60 s.
 	FileDeleteDelay time.Duration
+
+	// CleanupPolicy is cleanup.policy (log.cleanup.policy): "delete" (the
+	// retention above), "compact" (the log cleaner keeps the latest record
+	// of each key: cleaner.go) or both, written "compact,delete". Default
+	// delete. Retention applies only to a policy that includes delete.
+	CleanupPolicy CleanupPolicy
+	// DeleteRetention is delete.retention.ms
+	// (log.cleaner.delete.retention.ms): how long a tombstone (a record
+	// with a null value) outlives the cleaning that first finds it, so that
+	// a consumer reading the log from the start sees the delete. Default
+	// 1 day.
+	DeleteRetention time.Duration
+	// MinCleanableDirtyRatio is min.cleanable.dirty.ratio
+	// (log.cleaner.min.cleanable.ratio): a log is cleaned once its dirty
+	// bytes are more than this share of its cleanable bytes. Default 0.5.
+	MinCleanableDirtyRatio float64
+	// MinCompactionLag is min.compaction.lag.ms
+	// (log.cleaner.min.compaction.lag.ms): a segment whose newest record is
+	// younger is not cleaned yet. Default 0.
+	MinCompactionLag time.Duration
+	// MaxCompactionLag is max.compaction.lag.ms
+	// (log.cleaner.max.compaction.lag.ms): a log whose oldest dirty
+	// segment is older is cleaned whatever its dirty ratio (KIP-354).
+	// Default: never (Long.MaxValue).
+	MaxCompactionLag time.Duration
+}
+
+// CleanupPolicy is a log's cleanup.policy: a set of CleanupDelete and
+// CleanupCompact.
+type CleanupPolicy uint8
+
+const (
+	// CleanupDelete: retention.ms and retention.bytes delete old segments.
+	CleanupDelete CleanupPolicy = 1 << iota
+	// CleanupCompact: the log cleaner keeps the latest record of each key.
+	CleanupCompact
+)
+
+// Delete reports whether retention applies.
+func (p CleanupPolicy) Delete() bool { return p&CleanupDelete != 0 }
+
+// Compact reports whether the log cleaner compacts the log.
+func (p CleanupPolicy) Compact() bool { return p&CleanupCompact != 0 }
+
+// String writes the policy as Kafka's configs spell it.
+func (p CleanupPolicy) String() string {
+	var names []string
+	if p.Compact() {
+		names = append(names, "compact")
+	}
+	if p.Delete() {
+		names = append(names, "delete")
+	}
+	return strings.Join(names, ",")
+}
+
+// ParseCleanupPolicy reads a cleanup.policy value: a comma-separated list
+// of "delete" and "compact" (spaces around items allowed, as in Kafka's
+// LIST type). An empty list or any other word is an error.
+func ParseCleanupPolicy(s string) (CleanupPolicy, error) {
+	var p CleanupPolicy
+	for _, item := range strings.Split(s, ",") {
+		switch strings.TrimSpace(item) {
+		case "delete":
+			p |= CleanupDelete
+		case "compact":
+			p |= CleanupCompact
+		default:
+			return 0, fmt.Errorf("must be a list of delete and compact, got %q", strings.TrimSpace(item))
+		}
+	}
+	return p, nil
 }
 
 // DefaultConfig returns Kafka's defaults.
@@ -61,6 +134,12 @@ func DefaultConfig() Config {
 		RetentionMs:        7 * 24 * time.Hour,
 		RetentionBytes:     -1,
 		FileDeleteDelay:    time.Minute,
+
+		CleanupPolicy:          CleanupDelete,
+		DeleteRetention:        24 * time.Hour,
+		MinCleanableDirtyRatio: 0.5,
+		MinCompactionLag:       0,
+		MaxCompactionLag:       Never,
 	}
 }
 
@@ -79,6 +158,21 @@ type ManagerConfig struct {
 	// LogStartOffsetCheckpointInterval is
 	// log.flush.start.offset.checkpoint.interval.ms. Default 60 s.
 	LogStartOffsetCheckpointInterval time.Duration
+
+	// CleanerEnable is log.cleaner.enable: run the log cleaner, which
+	// compacts the logs whose cleanup.policy includes compact. Default true.
+	// One cleaner goroutine per Manager (log.cleaner.threads is 1 and not
+	// configurable here), and no I/O throttle
+	// (log.cleaner.io.max.bytes.per.second is not implemented).
+	CleanerEnable bool
+	// CleanerBackoff is log.cleaner.backoff.ms: how long the cleaner
+	// sleeps when no log needs cleaning. Default 15 s.
+	CleanerBackoff time.Duration
+	// CleanerDedupeBufferSize is log.cleaner.dedupe.buffer.size: the
+	// memory of the cleaner's key -> offset map, which bounds how many
+	// keys one cleaning round can take in (offsetMapEntryBytes a key, as
+	// Kafka counts them). Default 128 MiB.
+	CleanerDedupeBufferSize int64
 }
 
 // DefaultManagerConfig returns Kafka's defaults.
@@ -89,6 +183,9 @@ func DefaultManagerConfig() ManagerConfig {
 		FlushCheckInterval:               Never,
 		RecoveryPointCheckpointInterval:  time.Minute,
 		LogStartOffsetCheckpointInterval: time.Minute,
+		CleanerEnable:                    true,
+		CleanerBackoff:                   15 * time.Second,
+		CleanerDedupeBufferSize:          128 << 20,
 	}
 }
 
@@ -104,18 +201,81 @@ func (e *ConfigError) Error() string {
 }
 
 // A key is one configuration key: its topic-level and broker-level names
-// and how a value is stored. Hours and minutes variants exist only at the
+// and how a value is read. Hours and minutes variants exist only at the
 // broker level; when several are given the most precise wins, as in Kafka.
 type key struct {
 	topic  string // "" for broker-only keys
 	broker string
-	min    int64   // smallest allowed value
-	unit   int64   // ms per unit for durations (1 for ms), 0 for plain numbers
-	rank   int     // precedence among keys that set the same field: higher wins
-	set    setFunc // stores the parsed value
+	rank   int    // precedence among keys that set the same field: higher wins
+	parse  parser // reads a value and stores it
 }
 
-type setFunc func(m *ManagerConfig, v int64)
+// A parser reads one raw value into m, or says why it cannot: the reason
+// of the *ConfigError that names the key and the value. Kafka's ConfigDef
+// types each key (LONG, DOUBLE, LIST, BOOLEAN); each has a parser below.
+type parser func(m *ManagerConfig, raw string) (reason string)
+
+// long is a key of Kafka's type LONG, at least min.
+func long(min int64, set func(m *ManagerConfig, v int64)) parser {
+	return func(m *ManagerConfig, raw string) string {
+		v, err := strconv.ParseInt(raw, 10, 64)
+		if err != nil {
+			return "not a number of type long"
+		}
+		if v < min {
+			return fmt.Sprintf("value must be at least %d", min)
+		}
+		set(m, v)
+		return ""
+	}
+}
+
+// duration is a LONG key counted in units of unit milliseconds.
+func duration(min, unit int64, field func(m *ManagerConfig) *time.Duration) parser {
+	return long(min, func(m *ManagerConfig, v int64) { *field(m) = durationOf(v, unit) })
+}
+
+// ratio is a DOUBLE key between 0 and 1 (min.cleanable.dirty.ratio).
+func ratio(field func(m *ManagerConfig) *float64) parser {
+	return func(m *ManagerConfig, raw string) string {
+		v, err := strconv.ParseFloat(strings.TrimSpace(raw), 64)
+		if err != nil {
+			return "not a number of type double"
+		}
+		if !(v >= 0 && v <= 1) { // also refuses NaN
+			return "value must be between 0 and 1"
+		}
+		*field(m) = v
+		return ""
+	}
+}
+
+// boolean is a BOOLEAN key: "true" or "false", in any case, as Kafka reads it.
+func boolean(field func(m *ManagerConfig) *bool) parser {
+	return func(m *ManagerConfig, raw string) string {
+		switch strings.ToLower(strings.TrimSpace(raw)) {
+		case "true":
+			*field(m) = true
+		case "false":
+			*field(m) = false
+		default:
+			return "not true or false"
+		}
+		return ""
+	}
+}
+
+// policy is cleanup.policy, a LIST key of "delete" and "compact".
+func policy(field func(m *ManagerConfig) *CleanupPolicy) parser {
+	return func(m *ManagerConfig, raw string) string {
+		p, err := ParseCleanupPolicy(raw)
+		if err != nil {
+			return err.Error()
+		}
+		*field(m) = p
+		return ""
+	}
+}
 
 func durationOf(v, unit int64) time.Duration {
 	if v < 0 {
@@ -127,31 +287,31 @@ func durationOf(v, unit int64) time.Duration {
 	return time.Duration(v*unit) * time.Millisecond
 }
 
-func logDuration(f func(c *Config) *time.Duration, unit int64) setFunc {
-	return func(m *ManagerConfig, v int64) { *f(&m.Log) = durationOf(v, unit) }
-}
-
-func managerDuration(f func(c *ManagerConfig) *time.Duration) setFunc {
-	return func(m *ManagerConfig, v int64) { *f(m) = durationOf(v, 1) }
-}
-
 var keys = []key{
-	{"segment.bytes", "log.segment.bytes", 14, 0, 0, func(m *ManagerConfig, v int64) { m.Log.SegmentBytes = v }},
-	{"segment.ms", "log.roll.ms", 1, 1, 1, logDuration(func(c *Config) *time.Duration { return &c.SegmentMs }, 1)},
-	{"", "log.roll.hours", 1, 3600_000, 0, logDuration(func(c *Config) *time.Duration { return &c.SegmentMs }, 3600_000)},
-	{"segment.index.bytes", "log.index.size.max.bytes", 8, 0, 0, func(m *ManagerConfig, v int64) { m.Log.SegmentIndexBytes = int(min(v, math.MaxInt32)) }},
-	{"index.interval.bytes", "log.index.interval.bytes", 0, 0, 0, func(m *ManagerConfig, v int64) { m.Log.IndexIntervalBytes = int(min(v, math.MaxInt32)) }},
-	{"flush.messages", "log.flush.interval.messages", 1, 0, 0, func(m *ManagerConfig, v int64) { m.Log.FlushMessages = v }},
-	{"flush.ms", "log.flush.interval.ms", 0, 1, 0, logDuration(func(c *Config) *time.Duration { return &c.FlushMs }, 1)},
-	{"retention.ms", "log.retention.ms", -1, 1, 2, logDuration(func(c *Config) *time.Duration { return &c.RetentionMs }, 1)},
-	{"", "log.retention.minutes", -1, 60_000, 1, logDuration(func(c *Config) *time.Duration { return &c.RetentionMs }, 60_000)},
-	{"", "log.retention.hours", -1, 3600_000, 0, logDuration(func(c *Config) *time.Duration { return &c.RetentionMs }, 3600_000)},
-	{"retention.bytes", "log.retention.bytes", math.MinInt64, 0, 0, func(m *ManagerConfig, v int64) { m.Log.RetentionBytes = v }},
-	{"file.delete.delay.ms", "log.segment.delete.delay.ms", 0, 1, 0, logDuration(func(c *Config) *time.Duration { return &c.FileDeleteDelay }, 1)},
-	{"", "log.retention.check.interval.ms", 1, 1, 0, managerDuration(func(m *ManagerConfig) *time.Duration { return &m.RetentionCheckInterval })},
-	{"", "log.flush.scheduler.interval.ms", 1, 1, 0, managerDuration(func(m *ManagerConfig) *time.Duration { return &m.FlushCheckInterval })},
-	{"", "log.flush.offset.checkpoint.interval.ms", 1, 1, 0, managerDuration(func(m *ManagerConfig) *time.Duration { return &m.RecoveryPointCheckpointInterval })},
-	{"", "log.flush.start.offset.checkpoint.interval.ms", 1, 1, 0, managerDuration(func(m *ManagerConfig) *time.Duration { return &m.LogStartOffsetCheckpointInterval })},
+	{"segment.bytes", "log.segment.bytes", 0, long(14, func(m *ManagerConfig, v int64) { m.Log.SegmentBytes = v })},
+	{"segment.ms", "log.roll.ms", 1, duration(1, 1, func(m *ManagerConfig) *time.Duration { return &m.Log.SegmentMs })},
+	{"", "log.roll.hours", 0, duration(1, 3600_000, func(m *ManagerConfig) *time.Duration { return &m.Log.SegmentMs })},
+	{"segment.index.bytes", "log.index.size.max.bytes", 0, long(8, func(m *ManagerConfig, v int64) { m.Log.SegmentIndexBytes = int(min(v, math.MaxInt32)) })},
+	{"index.interval.bytes", "log.index.interval.bytes", 0, long(0, func(m *ManagerConfig, v int64) { m.Log.IndexIntervalBytes = int(min(v, math.MaxInt32)) })},
+	{"flush.messages", "log.flush.interval.messages", 0, long(1, func(m *ManagerConfig, v int64) { m.Log.FlushMessages = v })},
+	{"flush.ms", "log.flush.interval.ms", 0, duration(0, 1, func(m *ManagerConfig) *time.Duration { return &m.Log.FlushMs })},
+	{"retention.ms", "log.retention.ms", 2, duration(-1, 1, func(m *ManagerConfig) *time.Duration { return &m.Log.RetentionMs })},
+	{"", "log.retention.minutes", 1, duration(-1, 60_000, func(m *ManagerConfig) *time.Duration { return &m.Log.RetentionMs })},
+	{"", "log.retention.hours", 0, duration(-1, 3600_000, func(m *ManagerConfig) *time.Duration { return &m.Log.RetentionMs })},
+	{"retention.bytes", "log.retention.bytes", 0, long(math.MinInt64, func(m *ManagerConfig, v int64) { m.Log.RetentionBytes = v })},
+	{"file.delete.delay.ms", "log.segment.delete.delay.ms", 0, duration(0, 1, func(m *ManagerConfig) *time.Duration { return &m.Log.FileDeleteDelay })},
+	{"cleanup.policy", "log.cleanup.policy", 0, policy(func(m *ManagerConfig) *CleanupPolicy { return &m.Log.CleanupPolicy })},
+	{"delete.retention.ms", "log.cleaner.delete.retention.ms", 0, duration(0, 1, func(m *ManagerConfig) *time.Duration { return &m.Log.DeleteRetention })},
+	{"min.cleanable.dirty.ratio", "log.cleaner.min.cleanable.ratio", 0, ratio(func(m *ManagerConfig) *float64 { return &m.Log.MinCleanableDirtyRatio })},
+	{"min.compaction.lag.ms", "log.cleaner.min.compaction.lag.ms", 0, duration(0, 1, func(m *ManagerConfig) *time.Duration { return &m.Log.MinCompactionLag })},
+	{"max.compaction.lag.ms", "log.cleaner.max.compaction.lag.ms", 0, duration(1, 1, func(m *ManagerConfig) *time.Duration { return &m.Log.MaxCompactionLag })},
+	{"", "log.retention.check.interval.ms", 0, duration(1, 1, func(m *ManagerConfig) *time.Duration { return &m.RetentionCheckInterval })},
+	{"", "log.flush.scheduler.interval.ms", 0, duration(1, 1, func(m *ManagerConfig) *time.Duration { return &m.FlushCheckInterval })},
+	{"", "log.flush.offset.checkpoint.interval.ms", 0, duration(1, 1, func(m *ManagerConfig) *time.Duration { return &m.RecoveryPointCheckpointInterval })},
+	{"", "log.flush.start.offset.checkpoint.interval.ms", 0, duration(1, 1, func(m *ManagerConfig) *time.Duration { return &m.LogStartOffsetCheckpointInterval })},
+	{"", "log.cleaner.enable", 0, boolean(func(m *ManagerConfig) *bool { return &m.CleanerEnable })},
+	{"", "log.cleaner.backoff.ms", 0, duration(0, 1, func(m *ManagerConfig) *time.Duration { return &m.CleanerBackoff })},
+	{"", "log.cleaner.dedupe.buffer.size", 0, long(minDedupeBufferSize, func(m *ManagerConfig, v int64) { m.CleanerDedupeBufferSize = v })},
 }
 
 // BrokerKeys lists the broker-level keys ParseManagerConfig understands, so
@@ -215,14 +375,9 @@ func apply(m *ManagerConfig, props map[string]string, name func(key) string) err
 		if !ok {
 			continue
 		}
-		v, err := strconv.ParseInt(raw, 10, 64)
-		if err != nil {
-			return &ConfigError{Key: n, Value: raw, Reason: "not a number of type long"}
+		if reason := k.parse(m, raw); reason != "" {
+			return &ConfigError{Key: n, Value: raw, Reason: reason}
 		}
-		if v < k.min {
-			return &ConfigError{Key: n, Value: raw, Reason: fmt.Sprintf("value must be at least %d", k.min)}
-		}
-		k.set(m, v)
 	}
 	return nil
 }

@@ -46,6 +46,10 @@ type Options struct {
 	Now func() time.Time
 	// Logger receives recovery and retention events; slog.Default if nil.
 	Logger *slog.Logger
+	// FirstDirtyOffset is the log cleaner's checkpoint for this log, from
+	// the cleaner-offset-checkpoint file: offsets below it were compacted.
+	// 0 if unknown (the cleaner then starts at the log start offset).
+	FirstDirtyOffset int64
 }
 
 // Log is one partition's commit log: a directory of segments, appended to at
@@ -74,6 +78,14 @@ type Log struct {
 	lastFlush      time.Time                // when Flush last finished. Protected by mu.
 	closed         bool                     // Protected by mu.
 	deleting       map[*segment]*time.Timer // segments waiting out file.delete.delay.ms. Protected by mu.
+	// firstDirtyOffset is the cleaner's checkpoint (cleaner-offset-checkpoint):
+	// offsets below it have been compacted. A truncation lowers it, as
+	// Kafka's maybeTruncateCheckpoint does. Protected by mu.
+	firstDirtyOffset int64
+	// truncations counts truncations, so that a cleaning that started
+	// before one can tell and abort instead of swapping in segments made
+	// from data that is gone. Protected by mu.
+	truncations uint64
 
 	background sync.WaitGroup // flushes started by rolls
 }
@@ -87,7 +99,8 @@ func Open(dir string, cfg Config, opts Options) (*Log, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("open log %s: %w", dir, err)
 	}
-	l := &Log{dir: dir, cfg: cfg, now: opts.Now, logger: opts.Logger, deleting: map[*segment]*time.Timer{}}
+	l := &Log{dir: dir, cfg: cfg, now: opts.Now, logger: opts.Logger, deleting: map[*segment]*time.Timer{},
+		firstDirtyOffset: opts.FirstDirtyOffset}
 	if l.now == nil {
 		l.now = time.Now
 	}
@@ -107,21 +120,28 @@ func Open(dir string, cfg Config, opts Options) (*Log, error) {
 	return l, nil
 }
 
-// loadSegments lists the directory: segments are described, not opened, and
-// leftovers of interrupted deletions are removed.
+// loadSegments lists the directory: segments are described, not opened,
+// leftovers of interrupted deletions are removed, and a compaction that a
+// crash interrupted is rolled back or completed (completeSwaps).
 func (l *Log) loadSegments() error {
 	entries, err := os.ReadDir(l.dir)
 	if err != nil {
 		return fmt.Errorf("open log %s: %w", l.dir, err)
 	}
-	logs := map[int64]os.DirEntry{}
-	var indexes []string
+	logs := map[int64]os.FileInfo{}
+	var indexes, swaps []string
 	for _, e := range entries {
 		name := e.Name()
 		switch {
+		case strings.HasSuffix(name, logSuffix+swapSuffix):
+			// A cleaned segment that was complete (fsynced) when the crash
+			// came: the swap goes ahead below.
+			swaps = append(swaps, name)
 		case strings.HasSuffix(name, deletedSuffix), strings.HasSuffix(name, cleanedSuffix), strings.HasSuffix(name, swapSuffix):
-			// A deletion or compaction that a crash interrupted: the
-			// segment was already out of the log.
+			// A deletion that a crash interrupted (the segment was already
+			// out of the log), a cleaned segment not finished (the
+			// compaction is abandoned: the old segments are all there), or
+			// the index of a swap (rebuilt from its log file, as Kafka does).
 			if err := os.Remove(filepath.Join(l.dir, name)); err != nil {
 				return fmt.Errorf("remove leftover %s: %w", name, err)
 			}
@@ -130,9 +150,16 @@ func (l *Log) loadSegments() error {
 			if err != nil || base < 0 {
 				return fmt.Errorf("open log %s: %s is not named by a base offset", l.dir, name)
 			}
-			logs[base] = e
+			if logs[base], err = e.Info(); err != nil {
+				return fmt.Errorf("open log %s: %w", l.dir, err)
+			}
 		case strings.HasSuffix(name, indexSuffix), strings.HasSuffix(name, timeIndexSuffix):
 			indexes = append(indexes, name)
+		}
+	}
+	for _, name := range swaps {
+		if err := l.completeSwap(name, logs); err != nil {
+			return err
 		}
 	}
 	for _, name := range indexes {
@@ -148,10 +175,7 @@ func (l *Log) loadSegments() error {
 	}
 	sort.Slice(bases, func(i, j int) bool { return bases[i] < bases[j] })
 	for _, base := range bases {
-		info, err := logs[base].Info()
-		if err != nil {
-			return fmt.Errorf("open log %s: %w", l.dir, err)
-		}
+		info := logs[base]
 		l.segments = append(l.segments, existingSegment(l.dir, base, info.Size(), info.ModTime(), &l.cfg, l.logger))
 	}
 	return nil
@@ -317,9 +341,6 @@ func (l *Log) append(data []byte, assignOffsets bool, epoch *int32) (first, last
 		if err != nil {
 			return 0, 0, fmt.Errorf("append to %s: batch at byte %d: %w", l.dir, pos, err)
 		}
-		if int64(h.Size()) > l.cfg.SegmentBytes {
-			return 0, 0, fmt.Errorf("append to %s: %w: %d bytes, segment.bytes is %d", l.dir, ErrBatchTooLarge, h.Size(), l.cfg.SegmentBytes)
-		}
 		headers = append(headers, h)
 		records += int64(h.NumRecords)
 		pos += h.Size()
@@ -332,6 +353,11 @@ func (l *Log) append(data []byte, assignOffsets bool, epoch *int32) (first, last
 	defer l.mu.Unlock()
 	if l.closed {
 		return 0, 0, ErrClosed
+	}
+	for i := range headers { // under the lock: SetConfig may change segment.bytes
+		if int64(headers[i].Size()) > l.cfg.SegmentBytes {
+			return 0, 0, fmt.Errorf("append to %s: %w: %d bytes, segment.bytes is %d", l.dir, ErrBatchTooLarge, headers[i].Size(), l.cfg.SegmentBytes)
+		}
 	}
 	if assignOffsets {
 		h := &headers[0]
@@ -391,7 +417,9 @@ func (l *Log) roll(reason string) error {
 	if err := old.onBecomeInactive(); err != nil {
 		return err
 	}
-	s, err := createSegment(l.dir, l.nextOffset, &l.cfg, l.logger, l.now())
+	now := l.now()
+	old.setLastModified(now)
+	s, err := createSegment(l.dir, l.nextOffset, &l.cfg, l.logger, now)
 	if err != nil {
 		return err
 	}

@@ -67,6 +67,11 @@ type Manager struct {
 	removing map[TopicPartition]bool  // logs out of logs but whose directory is not renamed yet. Protected by mu.
 	deleting map[*Log]*pendingDelete  // deleted logs waiting out file.delete.delay.ms. Protected by mu.
 	closed   bool                     // Protected by mu.
+	// uncleanables are the logs a cleaning failed on, and why: the
+	// cleaner leaves them alone until a restart. Protected by mu.
+	uncleanables map[TopicPartition]error
+
+	cleanerMu sync.Mutex // held for a cleaning round: rounds never overlap
 
 	stop chan struct{}  // closed by Close to end the background loop
 	done sync.WaitGroup // the background loop
@@ -88,7 +93,8 @@ func OpenManager(dir string, cfg ManagerConfig, opts ManagerOptions) (*Manager, 
 		return nil, err
 	}
 	m := &Manager{dir: dir, cfg: cfg, opts: opts, lock: lock, logs: map[TopicPartition]*Log{},
-		offline: map[TopicPartition]error{}, creating: map[TopicPartition]bool{}, removing: map[TopicPartition]bool{}, deleting: map[*Log]*pendingDelete{}, stop: make(chan struct{})}
+		offline: map[TopicPartition]error{}, creating: map[TopicPartition]bool{}, removing: map[TopicPartition]bool{}, deleting: map[*Log]*pendingDelete{},
+		uncleanables: map[TopicPartition]error{}, stop: make(chan struct{})}
 	if err := m.loadLogs(); err != nil {
 		for _, l := range m.logs {
 			l.Close()
@@ -98,6 +104,10 @@ func OpenManager(dir string, cfg ManagerConfig, opts ManagerOptions) (*Manager, 
 	}
 	m.done.Add(1)
 	go m.background()
+	if cfg.CleanerEnable {
+		m.done.Add(1)
+		go m.cleanerLoop()
+	}
 	return m, nil
 }
 
@@ -126,6 +136,10 @@ func (m *Manager) loadLogs() error {
 	if err != nil {
 		return err
 	}
+	cleanerPoints, err := ReadOffsetCheckpoint(filepath.Join(m.dir, CleanerOffsetCheckpointFile))
+	if err != nil {
+		return err
+	}
 	entries, err := os.ReadDir(m.dir)
 	if err != nil {
 		return fmt.Errorf("open log directory: %w", err)
@@ -150,11 +164,12 @@ func (m *Manager) loadLogs() error {
 			m.opts.Logger.Info("recovering log after unclean shutdown", "partition", tp, "recovery_point", recoveryPoints[tp])
 		}
 		l, err := Open(filepath.Join(m.dir, e.Name()), m.opts.TopicConfig(tp.Topic), Options{
-			RecoveryPoint:  recoveryPoints[tp],
-			LogStartOffset: startOffsets[tp],
-			CleanShutdown:  clean,
-			Now:            m.opts.Now,
-			Logger:         m.opts.Logger,
+			RecoveryPoint:    recoveryPoints[tp],
+			LogStartOffset:   startOffsets[tp],
+			CleanShutdown:    clean,
+			Now:              m.opts.Now,
+			Logger:           m.opts.Logger,
+			FirstDirtyOffset: cleanerPoints[tp],
 		})
 		if err != nil {
 			// One log that cannot open must not keep the others from
@@ -338,6 +353,7 @@ func (m *Manager) takeOut(tp TopicPartition) *Log {
 	m.mu.Lock()
 	l, ok := m.logs[tp]
 	delete(m.logs, tp)
+	delete(m.uncleanables, tp)
 	if ok {
 		m.removing[tp] = true
 	}
@@ -403,7 +419,9 @@ func (m *Manager) FlushDue() error {
 	return errors.Join(errs...)
 }
 
-// Checkpoint writes the recovery point and log start offset of every log.
+// Checkpoint writes the recovery point and log start offset of every log,
+// and the cleaner's checkpoint of every compacted log (a truncation may
+// have lowered it).
 func (m *Manager) Checkpoint() error {
 	logs := m.snapshot()
 	points := make(map[TopicPartition]int64, len(logs))
@@ -413,7 +431,8 @@ func (m *Manager) Checkpoint() error {
 	}
 	return errors.Join(
 		WriteOffsetCheckpoint(filepath.Join(m.dir, RecoveryPointCheckpointFile), points),
-		WriteOffsetCheckpoint(filepath.Join(m.dir, LogStartOffsetCheckpointFile), starts))
+		WriteOffsetCheckpoint(filepath.Join(m.dir, LogStartOffsetCheckpointFile), starts),
+		m.writeCleanerCheckpoint())
 }
 
 // background runs retention, time-based flushes and checkpoints on Kafka's

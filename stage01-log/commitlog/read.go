@@ -197,7 +197,24 @@ func (l *Log) RecoveryPoint() int64 {
 func (l *Log) Dir() string { return l.dir }
 
 // Config is the log's configuration.
-func (l *Log) Config() Config { return l.cfg }
+func (l *Log) Config() Config {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	return l.cfg
+}
+
+// SetConfig replaces the log's configuration, as Kafka's Log.updateConfig
+// does when a topic's configs change (stage 05's AlterConfigs and config
+// change notifications). It waits for appends and reads in progress (it
+// takes the log's lock) and applies from the next one: a new segment.bytes
+// or segment.ms at the next append's roll check, a new retention.ms at the
+// next retention check, a new cleanup.policy at the cleaner's next round.
+// The active segment's indexes keep the size they were preallocated with.
+func (l *Log) SetConfig(cfg Config) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.cfg = cfg // segments hold &l.cfg: they see the change under the same lock
+}
 
 // Size is the number of bytes in all segments.
 func (l *Log) Size() int64 {
@@ -274,6 +291,7 @@ func (l *Log) TruncateTo(offset int64) (int64, error) {
 	l.nextOffset = next
 	l.recoveryPoint = min(l.recoveryPoint, next)
 	l.logStartOffset = min(l.logStartOffset, next)
+	l.truncated(next)
 	return next, nil
 }
 
@@ -301,5 +319,14 @@ func (l *Log) truncateFullyLocked(offset int64) error {
 	}
 	l.segments = []*segment{s}
 	l.nextOffset, l.logStartOffset, l.recoveryPoint = offset, offset, offset
+	l.truncated(offset)
 	return nil
+}
+
+// truncated tells the cleaner that the log was cut at end: a cleaning in
+// progress aborts, and the cleaner's checkpoint comes down to end if it was
+// above (Kafka's LogCleaner.maybeTruncateCheckpoint). Called with mu held.
+func (l *Log) truncated(end int64) {
+	l.truncations++
+	l.firstDirtyOffset = min(l.firstDirtyOffset, end)
 }

@@ -5,7 +5,9 @@ import (
 	"time"
 )
 
-// DeleteOldSegments applies retention.ms and retention.bytes: it deletes the
+// DeleteOldSegments applies retention.ms and retention.bytes to a log whose
+// cleanup.policy includes delete (a compacted log loses records only to
+// the cleaner, as in Kafka): it deletes the
 // oldest segments whose newest record is older than retention.ms, then the
 // oldest while the log is bigger than retention.bytes. Like Kafka, it only
 // deletes segments that lie wholly below highWatermark (consumers and
@@ -18,6 +20,9 @@ func (l *Log) DeleteOldSegments(highWatermark int64) (int, error) {
 	defer l.mu.Unlock()
 	if l.closed {
 		return 0, ErrClosed
+	}
+	if !l.cfg.CleanupPolicy.Delete() {
+		return 0, nil
 	}
 	now := l.now()
 	n, err := l.deleteSegmentsLocked(highWatermark, func(s *segment) (bool, error) {

@@ -21,8 +21,8 @@ const (
 	indexSuffix     = ".index"
 	timeIndexSuffix = ".timeindex"
 	deletedSuffix   = ".deleted" // a segment waiting out file.delete.delay.ms
-	cleanedSuffix   = ".cleaned" // compaction leftovers (Kafka's log cleaner)
-	swapSuffix      = ".swap"
+	cleanedSuffix   = ".cleaned" // a segment the log cleaner is writing
+	swapSuffix      = ".swap"    // a cleaned segment ready to replace the ones it was made from
 )
 
 // segmentName is the file name prefix of a segment: its base offset padded
@@ -61,12 +61,19 @@ type segment struct {
 	baseOffset int64
 	cfg        *Config // the log's config; indexes read the interval and size from it
 	logger     *slog.Logger
+	fileSuffix string // after every file name: ".cleaned" while the cleaner writes the segment, else ""
 
 	// Written under the Log's write lock only.
 	size                     int64 // bytes of whole batches in the .log file
 	bytesSinceLastIndexEntry int   // log bytes appended since the last index entry
 	rollingBasedTimestamp    int64 // max timestamp of the first batch (segment.ms); -1 if none
 	created                  time.Time
+	// lastModified is Kafka's LogSegment.lastModified, the .log file's
+	// mtime: set by the Log's clock when the segment rolls (and written to
+	// the file then, so that it survives a restart), read from the file
+	// for a segment found on disk. The cleaner's tombstone rule counts from
+	// it (cleaner.go).
+	lastModified time.Time
 
 	// Written under the Log's write lock, or under its read lock with loadMu
 	// held when a reader loads the segment lazily; read after load or
@@ -86,14 +93,20 @@ type segment struct {
 }
 
 func (s *segment) path(suffix string) string {
-	return filepath.Join(s.dir, segmentName(s.baseOffset)+suffix)
+	return filepath.Join(s.dir, segmentName(s.baseOffset)+suffix+s.fileSuffix)
 }
 
 // createSegment creates an empty segment's files: the new active segment.
 func createSegment(dir string, baseOffset int64, cfg *Config, logger *slog.Logger, now time.Time) (*segment, error) {
-	s := &segment{dir: dir, baseOffset: baseOffset, cfg: cfg, logger: logger,
+	return createSegmentFiles(dir, baseOffset, cfg, logger, now, "")
+}
+
+// createSegmentFiles creates an empty segment whose file names end with
+// fileSuffix: "" for a log's segment, cleanedSuffix for the cleaner's.
+func createSegmentFiles(dir string, baseOffset int64, cfg *Config, logger *slog.Logger, now time.Time, fileSuffix string) (*segment, error) {
+	s := &segment{dir: dir, baseOffset: baseOffset, cfg: cfg, logger: logger, fileSuffix: fileSuffix,
 		maxTimestamp: -1, offsetOfMaxTimestamp: baseOffset, timestampsLoaded: true,
-		rollingBasedTimestamp: -1, created: now}
+		rollingBasedTimestamp: -1, created: now, lastModified: now}
 	f, err := os.OpenFile(s.path(logSuffix), os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o644)
 	if err != nil {
 		return nil, fmt.Errorf("create segment %s: %w", segmentName(baseOffset), err)
@@ -110,7 +123,7 @@ func createSegment(dir string, baseOffset int64, cfg *Config, logger *slog.Logge
 // existingSegment describes a segment found on disk without opening it.
 func existingSegment(dir string, baseOffset, size int64, modTime time.Time, cfg *Config, logger *slog.Logger) *segment {
 	return &segment{dir: dir, baseOffset: baseOffset, cfg: cfg, logger: logger, size: size,
-		maxTimestamp: -1, offsetOfMaxTimestamp: baseOffset, rollingBasedTimestamp: -1, created: modTime}
+		maxTimestamp: -1, offsetOfMaxTimestamp: baseOffset, rollingBasedTimestamp: -1, created: modTime, lastModified: modTime}
 }
 
 func (s *segment) openIndexes() error {
@@ -518,6 +531,29 @@ func (s *segment) timeWaitedForRoll(now func() time.Time, batchTimestamp int64) 
 		return time.Duration(batchTimestamp-s.rollingBasedTimestamp) * time.Millisecond
 	}
 	return now().Sub(s.created)
+}
+
+// setLastModified records when the segment was last written, in memory and
+// as the .log file's mtime, as Kafka's LogSegment.lastModified_= does. A
+// failure is logged, not returned: the time only guides the cleaner.
+func (s *segment) setLastModified(t time.Time) {
+	s.lastModified = t
+	if err := os.Chtimes(s.path(logSuffix), t, t); err != nil {
+		s.logger.Warn("set segment modification time", "segment", segmentName(s.baseOffset), "err", err)
+	}
+}
+
+// ensureIndexRoom makes room in both indexes for n more entries, growing
+// them by at least half, for the cleaner's segment: unlike the active
+// segment, it cannot roll when an index fills.
+func (s *segment) ensureIndexRoom(n int) error {
+	var errs []error
+	for _, idx := range []*mmapIndex{s.offsets.mmapIndex, s.times.mmapIndex} {
+		if need := (idx.entries + n) * idx.entrySize; need > len(idx.data) {
+			errs = append(errs, idx.resize(max(need, len(idx.data)+len(idx.data)/2)))
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // onBecomeInactive is called when the segment stops being the active one:

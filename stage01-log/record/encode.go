@@ -17,6 +17,11 @@ type Batch struct {
 	ProducerEpoch        int16      // NoProducerEpoch unless idempotent
 	BaseSequence         int32      // NoSequence unless idempotent
 	Records              []Record   // at least one; OffsetDelta is normally the index
+	// LastOffsetDelta, when larger than every record's OffsetDelta, is
+	// written instead of the largest one: a batch the log cleaner rewrote
+	// keeps its original last offset (Kafka's overrideLastOffset), so that
+	// the producer's last sequence number stays where it was.
+	LastOffsetDelta int32
 }
 
 // NewBatch returns a batch with the producer defaults: no leader epoch, no
@@ -53,6 +58,7 @@ func AppendBatch(dst []byte, b *Batch) ([]byte, error) {
 		lastOffsetDelta = max(lastOffsetDelta, r.OffsetDelta)
 		maxTimestamp = max(maxTimestamp, b.FirstTimestamp+r.TimestampDelta)
 	}
+	lastOffsetDelta = max(lastOffsetDelta, b.LastOffsetDelta)
 
 	start := len(dst)
 	grow := size // uncompressed: the exact size
@@ -90,4 +96,33 @@ func AppendBatch(dst []byte, b *Batch) ([]byte, error) {
 	be.PutUint32(dst[start+lengthPos:], uint32(len(dst)-start-LogOverhead))
 	be.PutUint32(dst[start+crcPos:], Checksum(dst[start:]))
 	return dst, nil
+}
+
+// AppendEmptyBatch appends a batch header with no records, as Kafka's
+// DefaultRecordBatch.writeEmptyHeader does for the log cleaner: it keeps an
+// idempotent producer's last batch after every record in it was cleaned
+// away, so that the producer's last sequence and epoch survive in the log.
+// It keeps h's offsets (baseOffset, lastOffsetDelta), leader epoch,
+// producer fields, timestamp type and transactional and control bits;
+// the codec is none, firstTimestamp is -1 (Kafka's NO_TIMESTAMP) and
+// maxTimestamp is h's.
+func AppendEmptyBatch(dst []byte, h *BatchHeader) []byte {
+	start := len(dst)
+	dst = slices.Grow(dst, HeaderSize)[:start+HeaderSize]
+	b := dst[start:]
+	be := binary.BigEndian
+	be.PutUint64(b[baseOffsetPos:], uint64(h.BaseOffset))
+	be.PutUint32(b[lengthPos:], HeaderSize-LogOverhead)
+	be.PutUint32(b[partitionLeaderEpochPos:], uint32(h.PartitionLeaderEpoch))
+	b[magicPos] = Magic
+	be.PutUint16(b[attributesPos:], uint16(h.Attributes.WithCodec(CodecNone)))
+	be.PutUint32(b[lastOffsetDeltaPos:], uint32(h.LastOffsetDelta))
+	be.PutUint64(b[firstTimestampPos:], ^uint64(0)) // -1
+	be.PutUint64(b[maxTimestampPos:], uint64(h.MaxTimestamp))
+	be.PutUint64(b[producerIDPos:], uint64(h.ProducerID))
+	be.PutUint16(b[producerEpochPos:], uint16(h.ProducerEpoch))
+	be.PutUint32(b[baseSequencePos:], uint32(h.BaseSequence))
+	be.PutUint32(b[recordsCountPos:], 0)
+	be.PutUint32(b[crcPos:], Checksum(b))
+	return dst
 }
