@@ -356,10 +356,13 @@ func TestCleanerCrashAtEachStepRecovers(t *testing.T) {
 	for _, step := range []string{"cleaned", "swap", "deleted"} {
 		t.Run(step, func(t *testing.T) {
 			h := newCleanerHarness(t, compactConfig())
-			h.fill(300, 5, 20)
-			h.roll()
+			for i := range 15 { // small segments: the cleaner merges several into one
+				h.fill(20, 5, 20)
+				h.produce(put(fmt.Sprintf("unique-%d", i), "kept")) // each segment keeps a record
+				h.roll()
+			}
 			before := consume(t, h.l)
-			end := h.l.EndOffset()
+			end, segmentsBefore := h.l.EndOffset(), len(h.l.Segments())
 			var crashed string
 			swapTestHook = func(s, dir string) {
 				if s == step && crashed == "" {
@@ -402,6 +405,7 @@ func TestCleanerCrashAtEachStepRecovers(t *testing.T) {
 				require.Equal(t, before, got, "a crash before the swap leaves the log as it was")
 			} else {
 				require.Less(t, len(got), len(before), "a crash after the swap was decided completes it")
+				require.Less(t, len(l.Segments()), segmentsBefore, "the first group's segments were merged into one")
 			}
 			require.Equal(t, end, l.EndOffset())
 		})
@@ -432,4 +436,118 @@ func TestBackgroundCleanerCompactsOnItsOwn(t *testing.T) {
 		require.True(t, time.Now().Before(deadline), "the background cleaner did not compact the log")
 		time.Sleep(10 * time.Millisecond)
 	}
+}
+
+// scanLog reads the log from its start as a consumer does and checks that
+// offsets strictly increase; it returns the records it read.
+func scanLog(l *Log) ([]consumed, error) {
+	var out []consumed
+	last := int64(-1)
+	for off := l.StartOffset(); off < l.EndOffset(); {
+		r, err := l.Read(off, 1<<16)
+		if err != nil {
+			return nil, err
+		}
+		data, err := r.Bytes()
+		if err != nil {
+			return nil, err
+		}
+		progressed := false
+		for len(data) > 0 {
+			h, err := record.Validate(data)
+			if err != nil {
+				break // a partial batch at the end of the region
+			}
+			it, err := record.NewIterator(data)
+			if err != nil {
+				return nil, err
+			}
+			for it.Next() {
+				rec := it.Record()
+				o := h.BaseOffset + int64(rec.OffsetDelta)
+				if o <= last || o < off {
+					return nil, fmt.Errorf("offset %d after %d, reading from %d", o, last, off)
+				}
+				last = o
+				out = append(out, consumed{offset: o, key: string(rec.Key), value: string(rec.Value), tombstone: rec.Value == nil})
+			}
+			if err := it.Err(); err != nil {
+				return nil, err
+			}
+			off, data, progressed = h.NextOffset(), data[h.Size():], true
+		}
+		if !progressed {
+			return nil, fmt.Errorf("no whole batch at offset %d", off)
+		}
+	}
+	return out, nil
+}
+
+func TestCleanerRunsBesideAppendsAndReads(t *testing.T) {
+	h := newCleanerHarness(t, compactConfig())
+	done := make(chan struct{})
+	errs := make(chan error, 3)
+	model := map[string]string{}
+	go func() { // the producer
+		defer close(done)
+		for i := 0; i < 2000; i += 5 {
+			b := record.NewBatch(h.clock.Now().UnixMilli())
+			for j := i; j < i+5; j++ {
+				key, value := fmt.Sprintf("key-%d", j%30), fmt.Sprintf("value-%d", j)
+				b.Records = append(b.Records, record.Record{OffsetDelta: int32(j - i), Key: []byte(key), Value: []byte(value)})
+				model[key] = value
+			}
+			data, err := record.AppendBatch(nil, b)
+			if err == nil {
+				_, _, err = h.l.Append(data)
+			}
+			if err == nil && i%50 == 0 {
+				err = h.l.Roll()
+			}
+			if err != nil {
+				errs <- err
+				return
+			}
+		}
+	}()
+	reads := make(chan struct{})
+	go func() { // a consumer reading from the start, over and over
+		defer close(reads)
+		for {
+			select {
+			case <-done:
+				return
+			default:
+			}
+			if _, err := scanLog(h.l); err != nil {
+				errs <- err
+				return
+			}
+		}
+	}()
+	rounds := 0
+	for running := true; running; {
+		select {
+		case <-done:
+			running = false
+		default:
+		}
+		stats, err := h.m.CleanPartition(h.tp)
+		require.NoError(t, err)
+		if stats.Cleaned {
+			rounds++
+		}
+	}
+	<-reads
+	close(errs)
+	for err := range errs {
+		require.NoError(t, err)
+	}
+	require.Positive(t, rounds)
+	h.roll()
+	h.cleanPartition()
+	got, err := scanLog(h.l)
+	require.NoError(t, err)
+	require.Equal(t, model, table(got))
+	require.Len(t, got, 30)
 }

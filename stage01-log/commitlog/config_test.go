@@ -68,3 +68,72 @@ func TestTopicOverrides(t *testing.T) {
 	require.Contains(t, TopicKeys(), "retention.bytes")
 	require.Contains(t, BrokerKeys(), "log.roll.hours")
 }
+
+func TestCleanerKeysParseWithKafkasNamesAndDefaults(t *testing.T) {
+	c := DefaultConfig()
+	require.Equal(t, CleanupDelete, c.CleanupPolicy)
+	require.Equal(t, 24*time.Hour, c.DeleteRetention)
+	require.Equal(t, 0.5, c.MinCleanableDirtyRatio)
+	require.Equal(t, time.Duration(0), c.MinCompactionLag)
+	require.Equal(t, Never, c.MaxCompactionLag)
+	d := DefaultManagerConfig()
+	require.True(t, d.CleanerEnable)
+	require.Equal(t, 15*time.Second, d.CleanerBackoff)
+	require.Equal(t, int64(128<<20), d.CleanerDedupeBufferSize)
+
+	m, err := ParseManagerConfig(map[string]string{
+		"log.cleanup.policy":                "compact,delete",
+		"log.cleaner.delete.retention.ms":   "1000",
+		"log.cleaner.min.cleanable.ratio":   "0.25",
+		"log.cleaner.min.compaction.lag.ms": "2000",
+		"log.cleaner.max.compaction.lag.ms": "3000",
+		"log.cleaner.enable":                "FALSE",
+		"log.cleaner.backoff.ms":            "50",
+		"log.cleaner.dedupe.buffer.size":    "1048576",
+	})
+	require.NoError(t, err)
+	require.Equal(t, CleanupCompact|CleanupDelete, m.Log.CleanupPolicy)
+	require.Equal(t, time.Second, m.Log.DeleteRetention)
+	require.Equal(t, 0.25, m.Log.MinCleanableDirtyRatio)
+	require.Equal(t, 2*time.Second, m.Log.MinCompactionLag)
+	require.Equal(t, 3*time.Second, m.Log.MaxCompactionLag)
+	require.False(t, m.CleanerEnable)
+	require.Equal(t, 50*time.Millisecond, m.CleanerBackoff)
+	require.Equal(t, int64(1<<20), m.CleanerDedupeBufferSize)
+
+	for value, want := range map[string]CleanupPolicy{"compact": CleanupCompact, "delete": CleanupDelete,
+		"delete,compact": CleanupCompact | CleanupDelete, " compact , delete ": CleanupCompact | CleanupDelete} {
+		c, err := DefaultConfig().Override(map[string]string{"cleanup.policy": value})
+		require.NoError(t, err, value)
+		require.Equal(t, want, c.CleanupPolicy, value)
+	}
+	c, err = DefaultConfig().Override(map[string]string{"min.cleanable.dirty.ratio": "0", "delete.retention.ms": "0",
+		"min.compaction.lag.ms": "10", "max.compaction.lag.ms": "20"})
+	require.NoError(t, err)
+	require.Equal(t, 0.0, c.MinCleanableDirtyRatio)
+	require.Equal(t, "compact,delete", (CleanupCompact | CleanupDelete).String())
+	require.Subset(t, TopicKeys(), []string{"cleanup.policy", "delete.retention.ms", "min.cleanable.dirty.ratio", "min.compaction.lag.ms", "max.compaction.lag.ms"})
+	require.Subset(t, BrokerKeys(), []string{"log.cleaner.enable", "log.cleaner.backoff.ms", "log.cleaner.dedupe.buffer.size"})
+}
+
+func TestBadCleanerValuesNameTheKeyAndValue(t *testing.T) {
+	for _, tc := range []struct{ key, value, want string }{
+		{"cleanup.policy", "rubbish", `invalid value "rubbish" for configuration cleanup.policy: must be a list of delete and compact, got "rubbish"`},
+		{"cleanup.policy", "", `invalid value "" for configuration cleanup.policy: must be a list of delete and compact, got ""`},
+		{"cleanup.policy", "compact,", `invalid value "compact," for configuration cleanup.policy: must be a list of delete and compact, got ""`},
+		{"min.cleanable.dirty.ratio", "1.5", `invalid value "1.5" for configuration min.cleanable.dirty.ratio: value must be between 0 and 1`},
+		{"min.cleanable.dirty.ratio", "half", `invalid value "half" for configuration min.cleanable.dirty.ratio: not a number of type double`},
+		{"min.cleanable.dirty.ratio", "NaN", `invalid value "NaN" for configuration min.cleanable.dirty.ratio: value must be between 0 and 1`},
+		{"delete.retention.ms", "-5", `invalid value "-5" for configuration delete.retention.ms: value must be at least 0`},
+		{"max.compaction.lag.ms", "0", `invalid value "0" for configuration max.compaction.lag.ms: value must be at least 1`},
+	} {
+		_, err := DefaultConfig().Override(map[string]string{tc.key: tc.value})
+		require.EqualError(t, err, tc.want)
+	}
+	_, err := ParseManagerConfig(map[string]string{"log.cleaner.enable": "maybe"})
+	require.EqualError(t, err, `invalid value "maybe" for configuration log.cleaner.enable: not true or false`)
+	_, err = ParseManagerConfig(map[string]string{"log.cleaner.dedupe.buffer.size": "0"})
+	require.EqualError(t, err, `invalid value "0" for configuration log.cleaner.dedupe.buffer.size: value must be at least 1`)
+	_, err = ParseManagerConfig(map[string]string{"log.cleanup.policy": "compact;delete"})
+	require.EqualError(t, err, `invalid value "compact;delete" for configuration log.cleanup.policy: must be a list of delete and compact, got "compact;delete"`)
+}

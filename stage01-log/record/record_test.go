@@ -233,3 +233,27 @@ func TestPeekSize(t *testing.T) {
 	_, _, err = PeekSize(b[:LogOverhead-1])
 	require.True(t, errors.Is(err, ErrTooShort))
 }
+
+func TestLastOffsetDeltaOverrideAndEmptyBatch(t *testing.T) {
+	b := NewBatch(1000, Record{OffsetDelta: 0, Key: []byte("k"), Value: []byte("v")})
+	b.BaseOffset, b.LastOffsetDelta, b.ProducerID, b.ProducerEpoch, b.BaseSequence = 40, 4, 7, 2, 10
+	data, err := AppendBatch(nil, b)
+	require.NoError(t, err)
+	h, err := Validate(data)
+	require.NoError(t, err)
+	require.Equal(t, int32(4), h.LastOffsetDelta, "a cleaned batch keeps its last offset")
+	require.Equal(t, int32(1), h.NumRecords)
+
+	h.Attributes = h.Attributes.WithCodec(CodecZstd) | transactionalFlag
+	empty := AppendEmptyBatch(nil, &h)
+	e, err := Validate(empty)
+	require.NoError(t, err)
+	require.Len(t, empty, HeaderSize)
+	require.Equal(t, BatchHeader{BaseOffset: 40, Length: HeaderSize - LogOverhead, PartitionLeaderEpoch: -1, Magic: 2, CRC: e.CRC,
+		Attributes: transactionalFlag, LastOffsetDelta: 4, FirstTimestamp: -1, MaxTimestamp: 1000,
+		ProducerID: 7, ProducerEpoch: 2, BaseSequence: 10, NumRecords: 0}, e)
+	it, err := NewIterator(empty)
+	require.NoError(t, err)
+	require.False(t, it.Next())
+	require.NoError(t, it.Err())
+}
