@@ -44,10 +44,10 @@ var Ignored = map[string]string{
 	"zookeeper.connection.timeout.ms":          "stage 05",
 	"zookeeper.session.timeout.ms":             "stage 05",
 	"num.recovery.threads.per.data.dir":        "recovery runs on one goroutine per log directory",
-	"offsets.topic.replication.factor":         "final (consumer groups)",
+	"offsets.topic.replication.factor":         "stage 05 (consumer groups)",
 	"transaction.state.log.replication.factor": "not built (transactions)",
 	"transaction.state.log.min.isr":            "not built (transactions)",
-	"group.initial.rebalance.delay.ms":         "final (consumer groups)",
+	"group.initial.rebalance.delay.ms":         "stage 05 (consumer groups)",
 	"delete.topic.enable":                      "topics can always be deleted",
 }
 
@@ -199,7 +199,7 @@ func ParseConfig(props map[string]string, logger *slog.Logger, extra ...string) 
 
 	var unknown []string
 	for k := range props {
-		if why, ok := Ignored[k]; ok {
+		if why, ok := Ignored[k]; ok && !known[k] { // a later stage that parses it passes it in extra
 			logger.Warn("configuration key not used by this stage", "key", k, "used_in", why)
 			continue
 		}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -21,7 +22,12 @@ import (
 	"github.com/kafkaworkbook/workbook/stage05-controller/zktest"
 )
 
-func TestMain(m *testing.M) { brokertest.Main(m) }
+func TestMain(m *testing.M) {
+	if os.Getenv(memberEnvGroup) != "" { // this binary, run as a group member by a test
+		runGroupMember()
+	}
+	brokertest.Main(m)
+}
 
 // observer is a ZooKeeper session of the test's own, to read the znodes.
 func observer(t *testing.T, ens *zktest.Ensemble) *kafkazk.Client {
