@@ -186,7 +186,7 @@ func keysBelow(records []consumed, offset int64) map[string]int {
 // copyDir copies the regular files of src into a new directory: what a
 // crash at this instant would leave on disk (the files were fsynced or are
 // in the page cache, which a process crash keeps).
-func copyDir(t *testing.T, src string) string {
+func copyDir(t testing.TB, src string) string {
 	t.Helper()
 	dst := filepath.Join(t.TempDir(), filepath.Base(src))
 	require.NoError(t, os.MkdirAll(dst, 0o755))
