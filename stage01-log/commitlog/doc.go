@@ -27,7 +27,10 @@
 // Manager plays Kafka's LogManager for one log directory: it opens every
 // partition log in it, runs retention (retention.ms, retention.bytes) and
 // time-based flushes in the background, and writes the checkpoint files in
-// Kafka's text format.
+// Kafka's text format. Its log cleaner (cleaner.go, Kafka's LogCleaner)
+// compacts the logs whose cleanup.policy includes compact: it keeps the
+// latest record of each key, rewriting segments crash-safely beside the
+// appends and reads.
 //
 // Configuration uses Kafka's keys and defaults; see Config.
 package commitlog
