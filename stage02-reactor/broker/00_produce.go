@@ -152,7 +152,7 @@ func (b *Broker) appendPartition(topic string, rp *kmsg.ProduceRequestTopicParti
 		sp.ErrorCode = code
 		return
 	}
-	if code, msg := b.ValidateProducedBatch(rp.Records); code != 0 {
+	if code, msg := b.ValidateProducedBatch(rp.Records, p.Log.Config().CleanupPolicy.Compact()); code != 0 {
 		sp.ErrorCode, sp.ErrorMessage = code, &msg
 		return
 	}
@@ -182,13 +182,16 @@ const decompressionFactor = 32
 // starting at 0 and a record count that agrees with them, no control or
 // transactional batch, at most message.max.bytes, and records that decode,
 // compressed batches included (decompressed within decompressionFactor
-// times message.max.bytes), with offset deltas 0, 1, 2, .... The CRC is left
+// times message.max.bytes), with offset deltas 0, 1, 2, ..., and for a
+// compacted log (cleanup.policy=compact) a key on every record: the log
+// cleaner keeps the latest record per key, and a record without one could
+// only be dropped. The CRC is left
 // to Log.Append, which checks it before writing anything (and for
 // followers' appends too), so a produce request computes it once. It
 // returns a Kafka error code and a message, or 0, and counts what it
 // refuses in the broker's Counters.
-func (b *Broker) ValidateProducedBatch(records []byte) (code int16, msg string) {
-	code, msg = validateBatch(records, b.cfg.MessageMaxBytes)
+func (b *Broker) ValidateProducedBatch(records []byte, compacted bool) (code int16, msg string) {
+	code, msg = validateBatch(records, b.cfg.MessageMaxBytes, compacted)
 	if code == 0 {
 		return 0, ""
 	}
@@ -207,7 +210,7 @@ func (b *Broker) ValidateProducedBatch(records []byte) (code int16, msg string) 
 	return code, msg
 }
 
-func validateBatch(records []byte, maxBytes int32) (code int16, msg string) {
+func validateBatch(records []byte, maxBytes int32, requireKeys bool) (code int16, msg string) {
 	if len(records) > int(maxBytes) {
 		return kerrMessageTooLarge, fmt.Sprintf("batch of %d bytes is larger than message.max.bytes (%d)", len(records), maxBytes)
 	}
@@ -246,6 +249,9 @@ func validateBatch(records []byte, maxBytes int32) (code int16, msg string) {
 	for i := int32(0); it.Next(); i++ {
 		if d := it.Record().OffsetDelta; d != i {
 			return kerrInvalidRecord, fmt.Sprintf("record %d has offset delta %d", i, d)
+		}
+		if requireKeys && it.Record().Key == nil {
+			return kerrInvalidRecord, fmt.Sprintf("record %d has no key: a compacted topic (cleanup.policy=compact) cannot accept a record without one", i)
 		}
 	}
 	if err := it.Err(); err != nil {

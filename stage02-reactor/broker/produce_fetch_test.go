@@ -63,7 +63,7 @@ func TestProduceValidationFollowsKafkasLogValidator(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			code, msg := validateBatch(tt.in, 1000)
+			code, msg := validateBatch(tt.in, 1000, false)
 			require.Equal(t, tt.code, code, msg)
 		})
 	}

@@ -401,3 +401,22 @@ answered:
 	}
 	require.Less(t, grew, int64(names)*perName, "at most %d bytes a name", perName)
 }
+
+// TestCompactedTopicRefusesRecordsWithoutKeys: a topic created with
+// cleanup.policy=compact takes keyed records and refuses a batch holding a
+// record without a key with INVALID_RECORD (Kafka's LogValidator), which
+// franz-go does not retry; nothing of the refused batch is appended.
+func TestCompactedTopicRefusesRecordsWithoutKeys(t *testing.T) {
+	tb := startBroker(t)
+	resp, err := createTopicsRequest("profiles", 1, 1, map[string]string{"cleanup.policy": "compact"}).
+		RequestWith(context.Background(), tb.client())
+	require.NoError(t, err)
+	require.Zero(t, resp.Topics[0].ErrorCode)
+	cl := tb.client(kgo.DefaultProduceTopic("profiles"), kgo.MaxBufferedRecords(1))
+	ctx := context.Background()
+	require.NoError(t, cl.ProduceSync(ctx, &kgo.Record{Key: []byte("ada"), Value: []byte("v1")}).FirstErr())
+	err = cl.ProduceSync(ctx, &kgo.Record{Value: []byte("no key")}).FirstErr()
+	require.ErrorIs(t, err, kerr.InvalidRecord)
+	p, _ := tb.Store().Partition("profiles", 0)
+	require.Equal(t, int64(1), p.Log.EndOffset(), "only the keyed record is in the log")
+}

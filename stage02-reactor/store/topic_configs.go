@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 
@@ -34,14 +35,31 @@ func (s *Store) ValidateTopicConfigs(configs map[string]string) (commitlog.Confi
 }
 
 // SetTopicConfigs validates and stores a topic's own configs; nil removes
-// them. Partitions created afterwards use them.
+// them. Partitions created afterwards use them, and the topic's logs here
+// take them at once (Log.SetConfig), as Kafka's LogManager.updateTopicConfig
+// when a topic's config changes (stage 05: /config/changes).
 func (s *Store) SetTopicConfigs(topic string, configs map[string]string) error {
-	if _, err := s.ValidateTopicConfigs(configs); err != nil {
+	cfg, err := s.ValidateTopicConfigs(configs)
+	if err != nil {
 		return err
 	}
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.saveTopicConfigsLocked(topic, configs)
+	err = s.saveTopicConfigsLocked(topic, configs)
+	s.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	for _, p := range s.TopicPartitions(topic) {
+		p.Log.SetConfig(cfg)
+	}
+	return nil
+}
+
+// TopicConfigs is a topic's own configs, as last set.
+func (s *Store) TopicConfigs(topic string) map[string]string {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return maps.Clone(s.configs[topic])
 }
 
 func loadTopicConfigs(dir string) (map[string]map[string]string, error) {

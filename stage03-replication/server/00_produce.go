@@ -75,7 +75,7 @@ func (a ReplicaAppender) AppendPartition(part broker.ProducePartition, minISR in
 		out.ErrorCode = replica.ErrorCode(err)
 		return nil, 0, 0
 	}
-	if code, msg := s.ValidateProducedBatch(rp.Records); code != 0 {
+	if code, msg := s.ValidateProducedBatch(rp.Records, p.Log.Config().CleanupPolicy.Compact()); code != 0 {
 		out.ErrorCode, out.ErrorMessage = code, &msg
 		return nil, 0, 0
 	}

@@ -107,7 +107,7 @@ func (a appender) appendPartition(base server.ReplicaAppender, part broker.Produ
 			// A damaged retry is refused, not acknowledged: Kafka validates
 			// a batch before it looks for duplicates (AppendPartition
 			// validates the batches it appends).
-			if code, msg := a.s.ValidateProducedBatch(part.Request.Records); code != 0 {
+			if code, msg := a.s.ValidateProducedBatch(part.Request.Records, p.Log.Config().CleanupPolicy.Compact()); code != 0 {
 				part.Response.ErrorCode, part.Response.ErrorMessage, p = code, &msg, nil
 				return
 			}

@@ -123,7 +123,11 @@ func (s *Server) createTopic(t kmsg.CreateTopicsRequestTopic, validateOnly bool,
 		}
 		config[c.Name] = *c.Value
 	}
-	if _, err := s4.ParseTopicConfig(s.cfg.Topic, config); err != nil {
+	isrKeys, logKeys := splitTopicConfig(config)
+	if _, err := s4.ParseTopicConfig(s.cfg.Topic, isrKeys); err != nil {
+		return kerr.InvalidConfig.Code, err.Error()
+	}
+	if _, err := s.Store().ValidateTopicConfigs(logKeys); err != nil {
 		return kerr.InvalidConfig.Code, err.Error()
 	}
 	var assignment map[int32][]int32

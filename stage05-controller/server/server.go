@@ -76,6 +76,7 @@ func New(cfg Config, opts Options) (*Server, error) {
 		UncleanLeaderElection: cfg.Topic.UncleanLeaderElection, AutoLeaderRebalance: cfg.AutoLeaderRebalance,
 		LeaderImbalanceCheckInterval: cfg.LeaderImbalanceCheck, LeaderImbalancePerBrokerPercentage: cfg.LeaderImbalancePercentage})
 	s.config = &configWatcher{s: s}
+	s.Register(s.config.wrapLeaderAndIsr())
 	s.Register(s.createTopicsAPI())
 	s.Register(s.deleteTopicsAPI())
 	s.Register(s.controlledShutdownAPI())
