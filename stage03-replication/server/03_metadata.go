@@ -15,6 +15,15 @@ func (s *Server) metadataAPI() broker.API {
 	return broker.API{Key: 3, MinVersion: 1, MaxVersion: 9, Handle: s.handleMetadata}
 }
 
+// IsInternalTopic reports whether Kafka's clients treat a topic as the
+// brokers' own (Kafka's Topic.isInternal): __consumer_offsets, where the
+// group coordinator keeps groups and offsets (stage 05), and
+// __transaction_state. Metadata marks them, so that a consumer subscribing
+// by pattern leaves them out, and clients may not produce to them.
+func IsInternalTopic(name string) bool {
+	return name == "__consumer_offsets" || name == "__transaction_state"
+}
+
 func (s *Server) handleMetadata(r *broker.Request) {
 	req := r.Body.(*kmsg.MetadataRequest)
 	resp := kmsg.NewPtrMetadataResponse()
@@ -34,7 +43,7 @@ func (s *Server) handleMetadata(r *broker.Request) {
 		names = s.Metadata.Topics()
 	}
 	for _, name := range names {
-		mt := kmsg.MetadataResponseTopic{Topic: kmsg.StringPtr(name)}
+		mt := kmsg.MetadataResponseTopic{Topic: kmsg.StringPtr(name), IsInternal: IsInternalTopic(name)}
 		parts := s.Metadata.Partitions(name)
 		if parts == nil {
 			mt.ErrorCode = kerr.UnknownTopicOrPartition.Code

@@ -13,6 +13,7 @@ import (
 
 	"github.com/kafkaworkbook/workbook/stage02-reactor/broker"
 	"github.com/kafkaworkbook/workbook/stage03-replication/replica"
+	s3 "github.com/kafkaworkbook/workbook/stage03-replication/server"
 	"github.com/kafkaworkbook/workbook/stage05-controller/controller"
 	"github.com/kafkaworkbook/workbook/stage05-controller/group"
 	"github.com/kafkaworkbook/workbook/stage05-controller/kafkazk"
@@ -161,6 +162,30 @@ func (s *Server) createOffsetsTopic() error {
 			"replication_factor", s.cfg.OffsetsReplicationFactor)
 	}
 	return nil
+}
+
+// internalGuard is the broker's Produce path (stage 04's AppendRecords)
+// refusing clients' batches for internal topics with
+// INVALID_TOPIC_EXCEPTION, as Kafka's ReplicaManager does: only the
+// coordinator writes __consumer_offsets.
+type internalGuard struct{ s *Server }
+
+func (g internalGuard) AppendRecords(_ *broker.Request, acks int16, timeout time.Duration, parts []broker.ProducePartition, done func()) {
+	allowed := parts[:0:0]
+	for _, p := range parts {
+		if s3.IsInternalTopic(p.Topic) {
+			p.Response.ErrorCode = kerr.InvalidTopicException.Code
+			msg := "cannot append to internal topic " + p.Topic
+			p.Response.ErrorMessage = &msg
+			continue
+		}
+		allowed = append(allowed, p)
+	}
+	if len(allowed) == 0 {
+		done()
+		return
+	}
+	g.s.AppendRecords(acks, timeout, allowed, done)
 }
 
 // offsetsWriter appends the coordinator's records through stage 04's

@@ -10,9 +10,13 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/kafkaworkbook/workbook/stage05-controller/brokertest"
+	"github.com/kafkaworkbook/workbook/stage05-controller/group"
+	"github.com/kafkaworkbook/workbook/stage05-controller/kafkazk"
 	"github.com/kafkaworkbook/workbook/stage05-controller/zktest"
 )
 
@@ -85,7 +89,7 @@ func (m *groupMember) owned() []int32 {
 
 // startFranzGoMembers starts n consumers of topic in group, each polling
 // until the test ends.
-func startFranzGoMembers(t *testing.T, c *brokertest.Cluster, topic, group string, n int, opts ...kgo.Opt) []*groupMember {
+func startFranzGoMembers(t testing.TB, c *brokertest.Cluster, topic, group string, n int, opts ...kgo.Opt) []*groupMember {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
@@ -133,7 +137,7 @@ func startFranzGoMembers(t *testing.T, c *brokertest.Cluster, topic, group strin
 
 // waitOwners waits until every one of partitions has exactly one owner
 // among members, and every member owns at least one.
-func waitOwners(t *testing.T, members []*groupMember, partitions int) {
+func waitOwners(t testing.TB, members []*groupMember, partitions int) {
 	t.Helper()
 	require.Eventually(t, func() bool {
 		owners := map[int32]int{}
@@ -177,4 +181,43 @@ func requireReadOnce(t *testing.T, members []*groupMember, want map[string]bool)
 		require.True(t, want[v], "a record never produced: %s", v)
 		require.Equal(t, 1, n, "%s read %d times", v, n)
 	}
+}
+
+// TestOffsetsTopicIsCreatedOnFirstUseAndIsInternal: with fewer live
+// brokers than offsets.topic.replication.factor (3 by default),
+// FindCoordinator answers COORDINATOR_NOT_AVAILABLE and creates nothing,
+// as Kafka does; a one-broker setup that sets the factor to 1 gets
+// __consumer_offsets on its first FindCoordinator: 50 partitions,
+// cleanup.policy=compact in ZooKeeper, marked internal in Metadata, and
+// closed to clients' produce requests (INVALID_TOPIC_EXCEPTION).
+func TestOffsetsTopicIsCreatedOnFirstUseAndIsInternal(t *testing.T) {
+	ens := zktest.StartStandalone(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+
+	lone := brokertest.Start(t, ens, 1, groupProps)
+	resp := kadm.NewClient(client(t, lone)).FindGroupCoordinators(ctx, "solo")
+	require.ErrorIs(t, resp["solo"].Err, kerr.CoordinatorNotAvailable)
+	zk := observer(t, ens)
+	exists, _, err := zk.Conn().Exists(kafkazk.TopicPath(group.Topic))
+	require.NoError(t, err)
+	require.False(t, exists, "no %s with fewer brokers than its replication factor", group.Topic)
+	lone.Broker(0).Stop(30 * time.Second)
+
+	dev := brokertest.Start(t, ens, 1, map[string]string{"offsets.topic.replication.factor": "1"})
+	adm := kadm.NewClient(client(t, dev))
+	require.Eventually(t, func() bool {
+		r := adm.FindGroupCoordinators(ctx, "solo")
+		return r.Error() == nil && r["solo"].NodeID == 0
+	}, 30*time.Second, 20*time.Millisecond, "broker 0 coordinates the group")
+	topics, err := adm.ListTopicsWithInternal(ctx, group.Topic)
+	require.NoError(t, err)
+	require.True(t, topics[group.Topic].IsInternal, "Metadata marks %s internal", group.Topic)
+	require.Len(t, topics[group.Topic].Partitions, 50)
+	config, err := zk.TopicConfig(group.Topic)
+	require.NoError(t, err)
+	require.Equal(t, "compact", config["cleanup.policy"])
+	p := client(t, dev, kgo.DefaultProduceTopic(group.Topic), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	err = p.ProduceSync(ctx, &kgo.Record{Key: []byte("k"), Value: []byte("forged")}).FirstErr()
+	require.ErrorIs(t, err, kerr.InvalidTopicException)
 }

@@ -16,6 +16,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/kafkaworkbook/workbook/stage02-reactor/broker"
 	"github.com/kafkaworkbook/workbook/stage02-reactor/protocol"
 	s4 "github.com/kafkaworkbook/workbook/stage04-isr-acks/server"
 	"github.com/kafkaworkbook/workbook/stage05-controller/controller"
@@ -82,6 +83,7 @@ func New(cfg Config, opts Options) (*Server, error) {
 	s.Register(s.controlledShutdownAPI())
 	s.Register(s.alterPartitionReassignmentsAPI())
 	s.Register(s.listPartitionReassignmentsAPI())
+	s.Register(broker.ProduceAPI(internalGuard{s}))
 	for _, api := range s.groupAPIs() {
 		s.Register(api)
 	}
