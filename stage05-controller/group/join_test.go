@@ -308,3 +308,29 @@ func TestSyncGroupWhoseAppendFailsRebalances(t *testing.T) {
 	require.Equal(t, "PreparingRebalance", describe(t, c, testGroup).State)
 	h.w.failWith(0)
 }
+
+// A member may join only with the group's protocol type and a protocol
+// every member supports; group.max.size bounds the members, counting the
+// member ids handed out with MEMBER_ID_REQUIRED.
+func TestJoinGroupRefusesForeignProtocolsAndBeyondMaxSize(t *testing.T) {
+	h := newHarness(t, func(cfg *group.Config) { cfg.MaxSize = 2 })
+	c := h.coordinator(1)
+	m1 := newMember()
+	stableGroup(t, c, testGroup, m1)
+
+	other := newMember()
+	getID(t, c, testGroup, other)
+	req := joinRequest(testGroup, other)
+	req.Protocols[0].Name = "roundrobin"
+	ch := make(chan *kmsg.JoinGroupResponse, 1)
+	c.JoinGroup(req, func(resp *kmsg.JoinGroupResponse) { ch <- resp })
+	require.Equal(t, code(kerr.InconsistentGroupProtocol.Code), code(await(t, ch).ErrorCode))
+	req = joinRequest(testGroup, other)
+	req.ProtocolType = "connect"
+	c.JoinGroup(req, func(resp *kmsg.JoinGroupResponse) { ch <- resp })
+	require.Equal(t, code(kerr.InconsistentGroupProtocol.Code), code(await(t, ch).ErrorCode))
+	require.Equal(t, "Stable", describe(t, c, testGroup).State)
+
+	// m1 and other's pending id make two: a third is refused.
+	require.Equal(t, code(kerr.GroupMaxSizeReached.Code), code(join(t, c, testGroup, newMember()).ErrorCode))
+}

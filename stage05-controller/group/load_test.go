@@ -171,3 +171,22 @@ func TestResignedAnswersParkedRequestsWithNotCoordinator(t *testing.T) {
 	h.waitLoaded(c)
 	require.Equal(t, "Stable", describe(t, c, testGroup).State)
 }
+
+// offsets.load.buffer.size smaller than a batch: the loader still makes
+// progress (the log returns at least one whole batch, as Kafka's
+// minOneMessage read does).
+func TestLoadingReadsBatchesLargerThanTheLoadBuffer(t *testing.T) {
+	h := newHarness(t, func(cfg *group.Config) { cfg.LoadBufferBytes = 64 })
+	c1 := h.coordinator(1)
+	many := offsets{"t1": {}}
+	for p := range int32(20) {
+		many["t1"][p] = int64(p) * 10
+	}
+	commit(t, c1, "simple", nil, many, "")
+	commit(t, c1, "other", nil, offsets{"t2": {0: 1}}, "")
+	c1.Resigned(0)
+
+	c2 := h.coordinator(2)
+	require.Equal(t, many, committed(t, c2, "simple"))
+	require.Equal(t, offsets{"t2": {0: 1}}, committed(t, c2, "other"))
+}
