@@ -52,7 +52,7 @@ stage01: stage-stage01-log
 stage02: deps-kcat stage-stage02-reactor
 stage03: stage-stage03-replication
 stage04: stage-stage04-isr-acks
-stage05: deps-images stage-stage05-controller
+stage05: deps-images deps-kcat stage-stage05-controller
 stage06: stage-stage06-performance
 final: deps-test stage-final
 

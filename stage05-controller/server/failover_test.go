@@ -40,7 +40,7 @@ func observer(t *testing.T, ens *zktest.Ensemble) *kafkazk.Client {
 }
 
 // client is a franz-go client over the running brokers.
-func client(t *testing.T, c *brokertest.Cluster, opts ...kgo.Opt) *kgo.Client {
+func client(t testing.TB, c *brokertest.Cluster, opts ...kgo.Opt) *kgo.Client {
 	t.Helper()
 	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(c.Addrs()...), kgo.MetadataMinAge(100 * time.Millisecond),
 		kgo.RetryBackoffFn(func(int) time.Duration { return 50 * time.Millisecond })}, opts...)...)
@@ -51,7 +51,7 @@ func client(t *testing.T, c *brokertest.Cluster, opts ...kgo.Opt) *kgo.Client {
 
 // createTopic creates a topic with replication factor 3 through franz-go's
 // admin client, as a user would, and requires it created.
-func createTopic(t *testing.T, c *brokertest.Cluster, topic string, partitions int32, configs map[string]*string) {
+func createTopic(t testing.TB, c *brokertest.Cluster, topic string, partitions int32, configs map[string]*string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
