@@ -132,11 +132,21 @@ func (c *Coordinator) Partitions() int32 { return c.cfg.Partitions }
 // __consumer_offsets in leader epoch epoch, with log l: it reads the
 // partition's groups and offsets from the log on its own goroutine, and
 // answers COORDINATOR_LOAD_IN_PROGRESS for them until it is done (Kafka's
-// onElection and loadGroupsAndOffsets). A repeated call for an epoch
-// already known does nothing.
+// onElection and loadGroupsAndOffsets). A call for a partition it serves
+// already, in a newer leader epoch, only records the epoch.
 func (c *Coordinator) Elected(p, epoch int32, l *commitlog.Log) {
 	c.mu.Lock()
-	if o := c.owned[p]; c.closed || (o != nil && o.epoch >= epoch) {
+	if c.closed {
+		c.mu.Unlock()
+		return
+	}
+	if o := c.owned[p]; o != nil {
+		// Already served (or loading): a new leader epoch with the same
+		// leader (the controller shrank or grew the ISR) changes nothing
+		// here, and a reload would replace the live groups, their
+		// rebalances and parked requests, with what the log holds (Kafka's
+		// addLoadingPartition skips an owned partition).
+		o.epoch = max(o.epoch, epoch)
 		c.mu.Unlock()
 		return
 	}

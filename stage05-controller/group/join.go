@@ -124,13 +124,23 @@ func (c *Coordinator) joinStatic(g *Group, m *member, respond func(*kmsg.JoinGro
 		return
 	}
 	// The replacement is stored before it is answered, as in Kafka: the
-	// coordinator's next leader must know the new member id.
+	// coordinator's next leader must know the new member id. If the write
+	// fails, the old member id is put back (and is fenced no more).
 	gen, proto, leader, protoType := g.generation, g.protocol, g.leader, g.protoType
 	c.scheduleHeartbeat(g, m, m.session)
 	c.store(g, [][]byte{groupKey(g.id)}, [][]byte{groupValue(g, nil)}, func(code int16) {
 		resp := joinError(m.id, code)
 		if code == 0 {
 			resp.Generation, resp.Protocol, resp.ProtocolType, resp.LeaderID = gen, &proto, &protoType, leader
+		} else {
+			g.lock()
+			if g.members[m.id] == m && g.static[*m.instanceID] == m.id {
+				c.clearHeartbeat(g, m)
+				delete(g.members, m.id)
+				g.members[oldID], g.static[*m.instanceID] = old, oldID
+				c.scheduleHeartbeat(g, old, old.session)
+			}
+			g.unlock()
 		}
 		respond(resp)
 	})
@@ -199,9 +209,10 @@ func (c *Coordinator) addAndRebalance(g *Group, m *member, respond func(*kmsg.Jo
 // new) protocols and starts a rebalance if none is in progress.
 func (c *Coordinator) updateAndRebalance(g *Group, m *member, protos []protocol, respond func(*kmsg.JoinGroupResponse)) {
 	m.protocols = protos
-	if m.awaitingJoin != nil && !m.isNew {
-		// A second JoinGroup from the same member replaces the first,
-		// which gets an error so that its client is not left hanging.
+	if m.awaitingJoin != nil {
+		// A second JoinGroup from the same member (its client timed out
+		// and retried) replaces the first, which gets an error so that
+		// every request is answered once.
 		c.answerJoin(g, m, joinError(m.id, kerr.RebalanceInProgress.Code))
 	}
 	m.awaitingJoin = respond

@@ -278,7 +278,8 @@ func (c *Coordinator) ListGroups(req *kmsg.ListGroupsRequest) *kmsg.ListGroupsRe
 }
 
 // DeleteGroups handles a DeleteGroups request: an Empty group's metadata
-// and offsets are deleted with tombstones; a group with members answers
+// and offsets are deleted with tombstones, and the group with them once
+// the ISR has the tombstones; a group with members answers
 // NON_EMPTY_GROUP. respond is called once, possibly from another
 // goroutine.
 func (c *Coordinator) DeleteGroups(req *kmsg.DeleteGroupsRequest, respond func(*kmsg.DeleteGroupsResponse)) {
@@ -329,10 +330,22 @@ func (c *Coordinator) deleteGroup(id string, done func(code int16)) {
 	for tp := range g.offsets {
 		keys, values = append(keys, offsetKey(g.id, tp)), append(values, nil)
 	}
-	g.transition(Dead, c.now())
-	g.offsets = map[commitlog.TopicPartition]Offset{}
-	c.forget(g)
-	c.store(g, keys, values, done)
+	// The group goes only once the tombstones are in the ISR: a failed
+	// write answers its error and leaves the group as it was, so that a
+	// retry can delete it (Kafka removes it from its cache first and
+	// writes the tombstones with acks=0, answering NONE either way).
+	c.store(g, keys, values, func(code int16) {
+		if code == 0 {
+			g.lock()
+			if g.is(Empty) {
+				g.transition(Dead, c.now())
+				g.offsets = map[commitlog.TopicPartition]Offset{}
+				c.forget(g)
+			}
+			g.unlock()
+		}
+		done(code)
+	})
 }
 
 // OffsetDelete handles an OffsetDelete request (KIP-496): a group's

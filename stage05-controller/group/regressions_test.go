@@ -42,6 +42,8 @@ func TestElectedAgainInNewerEpochKeepsTheLiveGroups(t *testing.T) {
 	require.Zero(t, r2.ErrorCode, code(r2.ErrorCode))
 	require.Equal(t, r1.Generation, r2.Generation)
 	require.Equal(t, []string{m1.id, m2.id}, leaderMemberIDs(r1))
+	adopt(m1, r1)
+	adopt(m2, r2)
 	require.Equal(t, "NONE", code(heartbeat(c, testGroup, m1)))
 	require.NotEqual(t, code(kerr.UnknownMemberID.Code), code(heartbeat(c, testGroup, m2)))
 }
@@ -83,7 +85,6 @@ func TestRetriedJoinGroupOfANewMemberAnswersTheFirst(t *testing.T) {
 // acks=0, answering NONE. Either answer NONE as Kafka does, or keep the
 // group until the tombstones are acknowledged (as OffsetDelete does).
 func TestDeleteGroupsWhoseAppendFailsKeepsTheGroup(t *testing.T) {
-	t.Skip("bug: DeleteGroups answers an error but has already deleted the group in memory; which way to fix is a decision")
 	h := newHarness(t, nil)
 	c := h.coordinator(1)
 	commit(t, c, "idle", nil, offsets{"t1": {0: 1}}, "")
@@ -97,4 +98,25 @@ func TestDeleteGroupsWhoseAppendFailsKeepsTheGroup(t *testing.T) {
 	require.Equal(t, offsets{"t1": {0: 1}}, committed(t, c, "idle"), "an answered error leaves the group as it was")
 	c.DeleteGroups(req, func(resp *kmsg.DeleteGroupsResponse) { ch <- resp })
 	require.Equal(t, "NONE", code(await(t, ch).Groups[0].ErrorCode), "the retry deletes it")
+}
+
+// A static member's replacement is stored before it is answered; when the
+// write fails, the client gets the error and the old member id is put
+// back, not fenced, as Kafka reverts it (the new id was never known
+// outside this coordinator).
+func TestStaticReplacementWhoseWriteFailsKeepsTheOldMember(t *testing.T) {
+	h := newHarness(t, nil)
+	c := h.coordinator(1)
+	m1, s := newMember(), newMember().static("instance-s")
+	stableGroup(t, c, testGroup, m1, s)
+
+	h.w.failWith(kerr.NotEnoughReplicas.Code)
+	restarted := newMember().static("instance-s")
+	resp := await(t, joinAsync(c, testGroup, restarted))
+	require.Equal(t, code(kerr.CoordinatorNotAvailable.Code), code(resp.ErrorCode))
+	h.w.failWith(0)
+
+	require.Equal(t, []string{m1.id, s.id}, memberIDs(describe(t, c, testGroup)))
+	require.Equal(t, "NONE", code(heartbeat(c, testGroup, s)), "the old member id is a member again")
+	require.Equal(t, "Stable", describe(t, c, testGroup).State)
 }
