@@ -124,7 +124,11 @@ func startFranzGoMembers(t testing.TB, c *brokertest.Cluster, topic, group strin
 			})}, opts...)...)
 		wg.Go(func() {
 			for ctx.Err() == nil {
-				m.cl.PollFetches(ctx).EachRecord(func(rec *kgo.Record) {
+				fs := m.cl.PollFetches(ctx)
+				if fs.IsClientClosed() { // the test closed it: LeaveGroup
+					return
+				}
+				fs.EachRecord(func(rec *kgo.Record) {
 					m.mu.Lock()
 					m.values = append(m.values, string(rec.Value))
 					m.mu.Unlock()
