@@ -43,13 +43,20 @@ type Config struct {
 	// LoadBufferBytes is offsets.load.buffer.size (5 MiB): how much of the
 	// partition loading reads at a time.
 	LoadBufferBytes int
+	// OffsetsRetention is offsets.retention.ms (7 days): how long a
+	// committed offset outlives its group's last member, or its last
+	// commit (ExpireOffsets). 0 keeps offsets for ever.
+	OffsetsRetention time.Duration
+	// OffsetsRetentionCheck is offsets.retention.check.interval.ms (10
+	// min): how often expired offsets are looked for.
+	OffsetsRetentionCheck time.Duration
 }
 
 // DefaultConfig returns Kafka's defaults.
 func DefaultConfig() Config {
 	return Config{Partitions: 50, MinSessionTimeout: 6 * time.Second, MaxSessionTimeout: 30 * time.Minute,
 		InitialRebalanceDelay: 3 * time.Second, MaxSize: 1<<31 - 1, CommitTimeout: 5 * time.Second,
-		MetadataMaxBytes: 4096, LoadBufferBytes: 5 << 20}
+		MetadataMaxBytes: 4096, LoadBufferBytes: 5 << 20, OffsetsRetention: 7 * 24 * time.Hour, OffsetsRetentionCheck: 10 * time.Minute}
 }
 
 // newMemberJoinTimeout is how long a new member's JoinGroup may wait in a
@@ -94,6 +101,8 @@ type Coordinator struct {
 	groups map[string]*Group    // Protected by mu.
 	closed bool                 // Protected by mu.
 	loads  sync.WaitGroup
+	stop   chan struct{} // closed by Close: ends the expiry loop
+	expiry sync.WaitGroup
 }
 
 // New returns a coordinator that owns no partition yet.
@@ -104,19 +113,40 @@ func New(cfg Config, out Writer, opts Options) *Coordinator {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
-	return &Coordinator{cfg: cfg, out: out, logger: opts.Logger, now: opts.Now,
+	c := &Coordinator{cfg: cfg, out: out, logger: opts.Logger, now: opts.Now,
 		joins:      purgatory.New[string]("Rebalance", purgatory.Options{}),
 		heartbeats: purgatory.New[string]("Heartbeat", purgatory.Options{}),
-		owned:      map[int32]*ownership{}, groups: map[string]*Group{}}
+		owned:      map[int32]*ownership{}, groups: map[string]*Group{}, stop: make(chan struct{})}
+	if cfg.OffsetsRetention > 0 && cfg.OffsetsRetentionCheck > 0 {
+		c.expiry.Go(func() {
+			t := time.NewTicker(cfg.OffsetsRetentionCheck)
+			defer t.Stop()
+			for {
+				select {
+				case <-c.stop:
+					return
+				case <-t.C:
+					c.ExpireOffsets()
+				}
+			}
+		})
+	}
+	return c
 }
 
 // Close stops the coordinator: groups are unloaded (parked requests
 // answer NOT_COORDINATOR) and the purgatories stop.
 func (c *Coordinator) Close() {
 	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return
+	}
 	c.closed = true
 	parts := slices.Collect(maps.Keys(c.owned))
 	c.mu.Unlock()
+	close(c.stop)
+	c.expiry.Wait()
 	for _, p := range parts {
 		c.Resigned(p)
 	}

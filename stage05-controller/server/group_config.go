@@ -9,21 +9,23 @@ import (
 // The group coordinator's keys, with Kafka's names and defaults
 // (group.DefaultConfig).
 const (
-	KeyOffsetsTopicPartitions        = "offsets.topic.num.partitions"     // 50
-	KeyOffsetsTopicReplicationFactor = "offsets.topic.replication.factor" // 3
-	KeyOffsetsTopicSegmentBytes      = "offsets.topic.segment.bytes"      // 104857600
-	KeyOffsetsCommitTimeout          = "offsets.commit.timeout.ms"        // 5000
-	KeyOffsetsLoadBufferSize         = "offsets.load.buffer.size"         // 5242880
-	KeyOffsetMetadataMaxBytes        = "offset.metadata.max.bytes"        // 4096
-	KeyGroupMinSessionTimeout        = "group.min.session.timeout.ms"     // 6000
-	KeyGroupMaxSessionTimeout        = "group.max.session.timeout.ms"     // 1800000
-	KeyGroupInitialRebalanceDelay    = "group.initial.rebalance.delay.ms" // 3000
-	KeyGroupMaxSize                  = "group.max.size"                   // 2147483647
+	KeyOffsetsTopicPartitions        = "offsets.topic.num.partitions"        // 50
+	KeyOffsetsTopicReplicationFactor = "offsets.topic.replication.factor"    // 3
+	KeyOffsetsTopicSegmentBytes      = "offsets.topic.segment.bytes"         // 104857600
+	KeyOffsetsCommitTimeout          = "offsets.commit.timeout.ms"           // 5000
+	KeyOffsetsLoadBufferSize         = "offsets.load.buffer.size"            // 5242880
+	KeyOffsetMetadataMaxBytes        = "offset.metadata.max.bytes"           // 4096
+	KeyGroupMinSessionTimeout        = "group.min.session.timeout.ms"        // 6000
+	KeyGroupMaxSessionTimeout        = "group.max.session.timeout.ms"        // 1800000
+	KeyGroupInitialRebalanceDelay    = "group.initial.rebalance.delay.ms"    // 3000
+	KeyGroupMaxSize                  = "group.max.size"                      // 2147483647
+	KeyOffsetsRetention              = "offsets.retention.ms"                // 604800000
+	KeyOffsetsRetentionCheck         = "offsets.retention.check.interval.ms" // 600000
 )
 
 var groupKeys = []string{KeyOffsetsTopicPartitions, KeyOffsetsTopicReplicationFactor, KeyOffsetsTopicSegmentBytes,
 	KeyOffsetsCommitTimeout, KeyOffsetsLoadBufferSize, KeyOffsetMetadataMaxBytes, KeyGroupMinSessionTimeout,
-	KeyGroupMaxSessionTimeout, KeyGroupInitialRebalanceDelay, KeyGroupMaxSize}
+	KeyGroupMaxSessionTimeout, KeyGroupInitialRebalanceDelay, KeyGroupMaxSize, KeyOffsetsRetention, KeyOffsetsRetentionCheck}
 
 // parseGroupConfig reads the coordinator's keys into cfg.
 func parseGroupConfig(props map[string]string, cfg *Config) error {
@@ -44,6 +46,8 @@ func parseGroupConfig(props map[string]string, cfg *Config) error {
 		{KeyGroupMaxSessionTimeout, 0, ms(&cfg.Group.MaxSessionTimeout)},
 		{KeyGroupInitialRebalanceDelay, 0, ms(&cfg.Group.InitialRebalanceDelay)},
 		{KeyGroupMaxSize, 1, func(v int64) { cfg.Group.MaxSize = int(min(v, 1<<31-1)) }},
+		{KeyOffsetsRetention, 1, ms(&cfg.Group.OffsetsRetention)},
+		{KeyOffsetsRetentionCheck, 1, ms(&cfg.Group.OffsetsRetentionCheck)},
 	} {
 		if raw, ok := props[k.key]; ok {
 			v, err := parseInt(k.key, raw, k.min)
