@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"maps"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -259,7 +260,7 @@ func (c *Coordinator) read(l *commitlog.Log) (*loaded, int64, error) {
 // must heartbeat within its session timeout; one without is Empty.
 func (c *Coordinator) install(p, epoch int32, found *loaded) (groups, offsets int) {
 	now := c.now()
-	var built []*Group
+	built := map[string]*Group{}
 	for id, v := range found.groups {
 		if v == nil {
 			continue
@@ -284,18 +285,16 @@ func (c *Coordinator) install(p, epoch int32, found *loaded) (groups, offsets in
 		if len(g.members) > 0 {
 			g.state = Stable
 		}
-		built = append(built, g)
+		built[id] = g
 	}
 	for id, offs := range found.offsets {
 		if len(offs) == 0 {
 			continue
 		}
-		i := slices.IndexFunc(built, func(g *Group) bool { return g.id == id })
-		if i < 0 {
-			built = append(built, newGroup(id, p, now))
-			i = len(built) - 1
+		if built[id] == nil {
+			built[id] = newGroup(id, p, now)
 		}
-		built[i].offsets = offs
+		built[id].offsets = offs
 		offsets += len(offs)
 	}
 	c.mu.Lock()
@@ -431,15 +430,7 @@ func (c *Coordinator) snapshot() (groups []*Group, loading bool) {
 	for _, g := range c.groups {
 		groups = append(groups, g)
 	}
-	slices.SortFunc(groups, func(a, b *Group) int {
-		if a.id < b.id {
-			return -1
-		}
-		if a.id > b.id {
-			return 1
-		}
-		return 0
-	})
+	slices.SortFunc(groups, func(a, b *Group) int { return strings.Compare(a.id, b.id) })
 	return groups, loading
 }
 
