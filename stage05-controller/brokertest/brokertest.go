@@ -37,16 +37,23 @@ import (
 // binary is the broker command built by Main.
 var binary string
 
-// Main builds cmd/broker into a temporary directory, runs the tests and
-// removes it. Call it from TestMain.
+// Main builds this stage's cmd/broker into a temporary directory, runs the
+// tests and removes it. Call it from TestMain.
 func Main(m *testing.M) {
+	MainWith(m, "github.com/kafkaworkbook/workbook/stage05-controller/cmd/broker")
+}
+
+// MainWith is Main for another broker command that takes the same
+// arguments and keys: a later stage's (stage 06 runs its own broker, built
+// on this one, through this harness).
+func MainWith(m *testing.M, brokerPackage string) {
 	dir, err := os.MkdirTemp("", "brokertest-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "brokertest:", err)
 		os.Exit(1)
 	}
 	binary = filepath.Join(dir, "broker")
-	build := exec.Command("go", "build", "-o", binary, "github.com/kafkaworkbook/workbook/stage05-controller/cmd/broker")
+	build := exec.Command("go", "build", "-o", binary, brokerPackage)
 	build.Stdout, build.Stderr = os.Stderr, os.Stderr
 	if err := build.Run(); err != nil {
 		fmt.Fprintln(os.Stderr, "brokertest: building the broker:", err)
