@@ -42,7 +42,7 @@ func BenchmarkFetchZeroCopy(b *testing.B) {
 			addr := startBroker(b, s.sender)
 			end := fill(b, addr, 64<<20)
 			const conns = 4
-			var next sync.WaitGroup
+			var wg sync.WaitGroup
 			var mu sync.Mutex
 			var served int64
 			per := (b.N + conns - 1) / conns
@@ -50,14 +50,14 @@ func BenchmarkFetchZeroCopy(b *testing.B) {
 			b.ResetTimer()
 			start := time.Now()
 			for c := range conns {
-				next.Go(func() {
+				wg.Go(func() {
 					n := fetchLoop(b, addr, per, int64(c)*end/conns, end)
 					mu.Lock()
 					served += n
 					mu.Unlock()
 				})
 			}
-			next.Wait()
+			wg.Wait()
 			b.StopTimer()
 			wall, cpu := time.Since(start).Seconds(), (cpuTime() - cpu0).Seconds()
 			b.ReportMetric(float64(served)/1e6/wall, "MB/s")
