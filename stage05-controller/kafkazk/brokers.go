@@ -180,7 +180,7 @@ func (c *Client) ElectController(brokerID int32, now time.Time) (ControllerEpoch
 		return ControllerEpoch{}, err
 	}
 	if cur.ZkVersion < 0 {
-		if err := c.createPersistent(ControllerEpochPath, []byte("0")); err != nil {
+		if err := c.createPersistent(ControllerEpochPath, EncodeControllerEpoch(0)); err != nil {
 			return ControllerEpoch{}, err
 		}
 		if cur, err = c.ControllerEpochValue(); err != nil {
@@ -190,7 +190,7 @@ func (c *Client) ElectController(brokerID int32, now time.Time) (ControllerEpoch
 	next := cur.Epoch + 1
 	resp, i, err := c.multi(
 		&zk.CreateRequest{Path: ControllerPath, Data: ControllerInfo{BrokerID: brokerID, Timestamp: now}.Encode(), Acl: acl, Flags: zk.FlagEphemeral},
-		&zk.SetDataRequest{Path: ControllerEpochPath, Data: []byte(strconv.Itoa(int(next))), Version: cur.ZkVersion})
+		&zk.SetDataRequest{Path: ControllerEpochPath, Data: EncodeControllerEpoch(next), Version: cur.ZkVersion})
 	switch {
 	case err == nil:
 		return ControllerEpoch{Epoch: next, ZkVersion: resp[1].Stat.Version}, nil

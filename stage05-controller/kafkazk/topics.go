@@ -120,6 +120,18 @@ func (c *Client) ConfigChangesW() ([]string, <-chan zk.Event, error) {
 	return names, ch, nil
 }
 
+// ConfigChange reads the notification /config/changes/<name>: the entity
+// whose config changed ("topics/orders"), as Kafka's
+// ZkNodeChangeNotificationListener reads each new child.
+func (c *Client) ConfigChange(name string) (entity string, err error) {
+	p := ConfigChangesPath + "/" + name
+	data, _, err := c.conn.Get(p)
+	if err != nil {
+		return "", fmt.Errorf("kafkazk: read %s: %w", p, err)
+	}
+	return DecodeConfigChange(data)
+}
+
 // Topics lists the topics.
 func (c *Client) Topics() ([]string, error) {
 	names, _, err := c.conn.Children(TopicsPath)

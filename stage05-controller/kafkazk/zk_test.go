@@ -56,6 +56,10 @@ func TestZooKeeperLayout(t *testing.T) {
 		}
 		require.NotEqual(t, -1, winner, "no winner")
 		require.Equal(t, int32(1), won[winner].Epoch, "the first controller's epoch is 1")
+		data, stat, err := clients[0].Conn().Get(kafkazk.ControllerEpochPath)
+		require.NoError(t, err)
+		require.Equal(t, golden(t, "controller_epoch.txt"), string(data), "Kafka's /controller_epoch after the first election")
+		require.Equal(t, int32(1), stat.Version, "created at 0, then set to 1 by the election's multi")
 		for _, c := range clients {
 			id, ok, err := c.ControllerID()
 			require.NoError(t, err)
@@ -261,6 +265,11 @@ func TestZooKeeperLayout(t *testing.T) {
 		data, _, err := c.Conn().Get(kafkazk.ConfigChangesPath + "/" + changes[len(changes)-1])
 		require.NoError(t, err)
 		require.Equal(t, `{"version":2,"entity_path":"topics/orders"}`, string(data))
+		entity, err := c.ConfigChange(changes[len(changes)-1])
+		require.NoError(t, err)
+		require.Equal(t, "topics/orders", entity, "what every broker's config watcher reads")
+		_, err = c.ConfigChange("config_change_9999999999")
+		require.ErrorIs(t, err, zk.ErrNoNode)
 
 		e, err := c.ElectController(0, time.Now())
 		require.NoError(t, err)

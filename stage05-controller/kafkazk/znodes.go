@@ -355,6 +355,13 @@ func DecodeTopicConfig(data []byte) (map[string]string, error) {
 	return raw.Config, nil
 }
 
+// EncodeControllerEpoch returns /controller_epoch's data: the epoch in
+// decimal, no JSON (Kafka's ControllerEpochZNode.encode). A fresh
+// cluster's first controller creates it at 0, then its election writes 1.
+func EncodeControllerEpoch(epoch int32) []byte {
+	return []byte(strconv.Itoa(int(epoch)))
+}
+
 // EncodeConfigChange returns a /config/changes/config_change_<seq>
 // notification's JSON, version 2: which entity's config changed.
 //

@@ -55,6 +55,8 @@ func TestEveryZnodeIsWrittenAsKafkaWritesIt(t *testing.T) {
 		{"topic_v3_12_partitions.json", kafkazk.TopicAssignment{ID: topicID, Replicas: rotate(12)}.Encode()},
 		{"partition_state.json", isr.PartitionState{ControllerEpoch: 1, Leader: 0, LeaderEpoch: 0, ISR: []int32{0, 1, 2}}.Encode()},
 		{"controller.json", kafkazk.ControllerInfo{BrokerID: 0, Timestamp: ts}.Encode()},
+		{"controller_epoch_initial.txt", kafkazk.EncodeControllerEpoch(0)},
+		{"controller_epoch.txt", kafkazk.EncodeControllerEpoch(1)},
 		{"isr_change.json", isr.EncodeIsrChange([]commitlog.TopicPartition{{Topic: "orders", Partition: 0}})},
 		{"reassign_partitions.json", kafkazk.EncodeReassignments([]kafkazk.Reassignment{{Topic: "orders", Partition: 0, Replicas: []int32{2, 0, 1}}})},
 		{"config_topic.json", kafkazk.EncodeTopicConfig(map[string]string{"cleanup.policy": "compact", "min.insync.replicas": "2"})},

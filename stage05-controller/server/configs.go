@@ -1,6 +1,7 @@
 package server
 
 import (
+	"errors"
 	"slices"
 	"strings"
 	"sync"
@@ -11,7 +12,6 @@ import (
 	"github.com/kafkaworkbook/workbook/stage01-log/commitlog"
 	"github.com/kafkaworkbook/workbook/stage02-reactor/broker"
 	s4 "github.com/kafkaworkbook/workbook/stage04-isr-acks/server"
-	"github.com/kafkaworkbook/workbook/stage05-controller/kafkazk"
 )
 
 // configWatcher keeps this broker's topic configs as ZooKeeper holds
@@ -82,11 +82,10 @@ func (w *configWatcher) changed() {
 	}
 	w.mu.Unlock()
 	for _, n := range fresh {
-		data, _, err := w.s.ZK.Conn().Get(kafkazk.ConfigChangesPath + "/" + n)
-		if err != nil {
-			continue
+		entity, err := w.s.ZK.ConfigChange(n)
+		if errors.Is(err, zk.ErrNoNode) {
+			continue // deleted since it was listed: nothing to apply
 		}
-		entity, err := kafkazk.DecodeConfigChange(data)
 		if err != nil {
 			w.s.logger.Warn("ignoring a config change notification", "name", n, "err", err)
 			continue
