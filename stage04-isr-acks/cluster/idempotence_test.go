@@ -45,6 +45,18 @@ func (tc *testCluster) produceIdempotent(pid int64, epoch int16, seq int32, n in
 // seq-<n>, to a broker with the given acks.
 func (tc *testCluster) produceIdempotentTo(broker int32, acks int16, pid int64, epoch int16, seq int32, n int) (int16, int64) {
 	tc.t.Helper()
+	clientAcks := kgo.AllISRAcks() // franz-go rewrites a request's acks to its own setting
+	if acks == 1 {
+		clientAcks = kgo.LeaderAck()
+	}
+	return tc.produceIdempotentWith(tc.client(clientAcks), broker, acks, pid, epoch, seq, n)
+}
+
+// produceIdempotentWith is produceIdempotentTo through a client the
+// caller keeps (its acks setting must match acks), for a test that sends
+// many batches.
+func (tc *testCluster) produceIdempotentWith(cl *kgo.Client, broker int32, acks int16, pid int64, epoch int16, seq int32, n int) (int16, int64) {
+	tc.t.Helper()
 	b := record.NewBatch(time.Now().UnixMilli())
 	b.ProducerID, b.ProducerEpoch, b.BaseSequence = pid, epoch, seq
 	for i := range n {
@@ -56,11 +68,7 @@ func (tc *testCluster) produceIdempotentTo(broker int32, acks int16, pid int64, 
 	req.Acks, req.TimeoutMillis = acks, 10_000
 	req.Topics = []kmsg.ProduceRequestTopic{{Topic: tc.tp.Topic, Partitions: []kmsg.ProduceRequestTopicPartition{
 		{Partition: tc.tp.Partition, Records: batch}}}}
-	clientAcks := kgo.AllISRAcks() // franz-go rewrites a request's acks to its own setting
-	if acks == 1 {
-		clientAcks = kgo.LeaderAck()
-	}
-	resp, err := req.RequestWith(context.Background(), tc.client(clientAcks).Broker(int(broker)))
+	resp, err := req.RequestWith(context.Background(), cl.Broker(int(broker)))
 	require.NoError(tc.t, err)
 	p := resp.Topics[0].Partitions[0]
 	return p.ErrorCode, p.BaseOffset
@@ -84,6 +92,31 @@ func TestInitProducerIDHandsOutIDsFromBlocksSharedByTheBrokers(t *testing.T) {
 	resp, err := req.RequestWith(context.Background(), tc.client(kgo.AllISRAcks()).Broker(0))
 	require.NoError(t, err)
 	require.Equal(t, kerr.InvalidRequest.Code, resp.ErrorCode, "transactions are out of scope")
+}
+
+// TestApiVersionsAdvertisesInitProducerIDFromV0ToV4: every broker tells
+// clients that it serves InitProducerId (key 22) at v0-v4: an idempotent
+// client (franz-go, librdkafka, Sarama, Java) reads ApiVersions first and
+// produces without idempotence, or fails, if key 22 is missing.
+func TestApiVersionsAdvertisesInitProducerIDFromV0ToV4(t *testing.T) {
+	tc := startCluster(t, nil)
+	cl := tc.client(kgo.AllISRAcks())
+	for _, id := range []int32{0, 1, 2} {
+		req := kmsg.NewPtrApiVersionsRequest()
+		req.ClientSoftwareName, req.ClientSoftwareVersion = "workbook-test", "1.0.0"
+		resp, err := req.RequestWith(context.Background(), cl.Broker(int(id)))
+		require.NoError(t, err)
+		require.Zero(t, resp.ErrorCode)
+		var found []kmsg.ApiVersionsResponseApiKey
+		for _, k := range resp.ApiKeys {
+			if k.ApiKey == kmsg.InitProducerID.Int16() {
+				found = append(found, k)
+			}
+		}
+		require.Len(t, found, 1, "broker %d advertises InitProducerId once", id)
+		require.Equal(t, int16(0), found[0].MinVersion, "broker %d", id)
+		require.Equal(t, int16(4), found[0].MaxVersion, "broker %d", id)
+	}
 }
 
 // TestARetriedBatchIsAnsweredWithItsOriginalOffset: seed §1.4's retry after
