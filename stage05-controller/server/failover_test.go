@@ -130,7 +130,9 @@ func roundTrip(t *testing.T, c *brokertest.Cluster, topic string, partitions int
 // partition; the controller's process is killed (kill -9): another broker
 // is elected, every partition is led by a live broker again, and records
 // go through; that controller is stopped cleanly (SIGTERM): the third
-// takes over at once, without waiting for a session to expire.
+// takes over at once, without waiting for a session to expire (within
+// half a session timeout of the SIGTERM, the broker's controlled shutdown
+// and exit included).
 func TestControllerFailoverWithBrokerProcesses(t *testing.T) {
 	ens := zktest.StartEnsemble(t, 3)
 	c := brokertest.Start(t, ens, 3, nil)
@@ -190,6 +192,10 @@ func TestControllerFailoverWithBrokerProcesses(t *testing.T) {
 	handover := time.Since(stopped)
 	waitLeaders(t, zk, topic, partitions, isAlive)
 	t.Logf("clean stop of controller %d: broker %d elected %v after SIGTERM", second, third, handover.Round(time.Millisecond))
+	// A stopping controller resigns and closes its ZooKeeper session
+	// (Server.Shutdown), so /controller goes at once; a handover that
+	// waited for the session to expire would take a session timeout.
+	require.Less(t, handover, zktest.SessionTimeout/2, "a clean stop hands the controller over without waiting for its session to expire")
 	e, err := zk.ControllerEpochValue()
 	require.NoError(t, err)
 	require.Equal(t, int32(3), e.Epoch, "three controllers, one epoch each")

@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"context"
+	"fmt"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -17,6 +18,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kafkaworkbook/workbook/stage01-log/commitlog"
+	"github.com/kafkaworkbook/workbook/stage04-isr-acks/isr"
 	"github.com/kafkaworkbook/workbook/stage05-controller/brokertest"
 	"github.com/kafkaworkbook/workbook/stage05-controller/kafkazk"
 	"github.com/kafkaworkbook/workbook/stage05-controller/zktest"
@@ -42,15 +44,19 @@ func createAssigned(t *testing.T, c *brokertest.Cluster, topic string, assignmen
 }
 
 // TestAReassignmentMovesAPartitionUnderLoadAndDeletesTheOldReplica: the
-// controller's third job in seed §1.1. With four brokers, a partition on
-// {0,1,2} (led by 0) is moved to {1,2,3} while an idempotent acks=all
-// producer and a consumer run: broker 3 copies the partition and joins the
-// ISR, the leadership leaves broker 0, the assignment becomes {1,2,3},
-// broker 0's replica is deleted, and every acknowledged record is read
-// once, in order. A second move, asked for the old way through
-// /admin/reassign_partitions, brings broker 0 back.
+// controller's third job in seed §1.1, with four broker processes on a
+// three-node ZooKeeper ensemble. A partition on {0,1,2} (led by 0) is
+// moved to {1,2,3} through kadm (KIP-455) while an idempotent acks=all
+// producer writes to it and a consumer reads it from the start, both all
+// along: broker 3 copies the partition and joins the ISR, the leadership
+// leaves broker 0, the assignment becomes {1,2,3}, and broker 0's replica
+// is deleted. A second move, asked for the old way through
+// /admin/reassign_partitions, brings broker 0 back as {2,3,0}. After each
+// move the consumer has read every record acknowledged so far; at the end
+// it has read every acknowledged record exactly once, in order, and the
+// producer saw no error.
 func TestAReassignmentMovesAPartitionUnderLoadAndDeletesTheOldReplica(t *testing.T) {
-	ens := zktest.StartStandalone(t)
+	ens := zktest.StartEnsemble(t, 3)
 	c := brokertest.Start(t, ens, 4, nil)
 	zk := observer(t, ens)
 	const topic = "moving"
@@ -58,6 +64,7 @@ func TestAReassignmentMovesAPartitionUnderLoadAndDeletesTheOldReplica(t *testing
 	createAssigned(t, c, topic, map[int32][]int32{0: {0, 1, 2}}, map[string]string{"min.insync.replicas": "2"})
 	waitLeaders(t, zk, topic, 1, func(id int32) bool { return id == 0 })
 
+	// The producer: numbered records, every result kept.
 	prod := client(t, c, kgo.DefaultProduceTopic(topic), kgo.RecordPartitioner(kgo.ManualPartitioner()),
 		kgo.RequiredAcks(kgo.AllISRAcks()), kgo.MaxBufferedRecords(500))
 	var acked atomic.Int64
@@ -73,7 +80,10 @@ func TestAReassignmentMovesAPartitionUnderLoadAndDeletesTheOldReplica(t *testing
 				return
 			default:
 			}
-			prod.Produce(context.Background(), &kgo.Record{Partition: 0, Value: []byte(strconv.Itoa(sent))}, func(_ *kgo.Record, err error) {
+			prod.Produce(context.Background(), &kgo.Record{Partition: 0, Value: []byte(strconv.Itoa(sent))}, func(r *kgo.Record, err error) {
+				if err == nil && r.ProducerID < 0 {
+					err = fmt.Errorf("record %s was produced without idempotence", r.Value)
+				}
 				if err != nil {
 					mu.Lock()
 					failures = append(failures, err)
@@ -84,11 +94,40 @@ func TestAReassignmentMovesAPartitionUnderLoadAndDeletesTheOldReplica(t *testing
 			})
 		}
 	}()
+	// The consumer: reads the partition from the start while it moves.
+	cons := client(t, c, kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: {0: kgo.NewOffset().AtStart()}}),
+		kgo.FetchMaxWait(200*time.Millisecond))
+	var readMu sync.Mutex
+	var read []string
+	consuming, stopConsuming := context.WithCancel(context.Background())
+	defer stopConsuming()
+	consumed := make(chan struct{})
+	go func() {
+		defer close(consumed)
+		for consuming.Err() == nil {
+			fs := cons.PollFetches(consuming)
+			readMu.Lock()
+			fs.EachRecord(func(r *kgo.Record) { read = append(read, string(r.Value)) })
+			readMu.Unlock()
+		}
+	}()
+	readCount := func() int { readMu.Lock(); defer readMu.Unlock(); return len(read) }
 	progress := func(n int64) {
 		from := acked.Load()
 		require.Eventually(t, func() bool { return acked.Load() >= from+n }, 60*time.Second, 5*time.Millisecond)
 	}
+	// caughtUp waits until the consumer has read every record acknowledged
+	// so far (records on one partition are acknowledged in order, so the
+	// first n of them).
+	caughtUp := func(what string) {
+		t.Helper()
+		n := int(acked.Load())
+		require.Eventually(t, func() bool { return readCount() >= n }, 60*time.Second, 5*time.Millisecond,
+			"the consumer reads the %d records acknowledged %s", n, what)
+		t.Logf("%s: %d records acknowledged, %d read", what, acked.Load(), readCount())
+	}
 	progress(2000)
+	caughtUp("before the first move")
 
 	adm := kadm.NewClient(client(t, c))
 	var req kadm.AlterPartitionAssignmentsReq
@@ -108,11 +147,17 @@ func TestAReassignmentMovesAPartitionUnderLoadAndDeletesTheOldReplica(t *testing
 		a, err := kafkazk.DecodeTopicAssignment(topic, data)
 		return err == nil && slices.Equal(a.Replicas[0], []int32{1, 2, 3}) && len(a.Adding) == 0 && len(a.Removing) == 0
 	}, 60*time.Second, 10*time.Millisecond, "the assignment becomes {1,2,3}")
-	s, _, err := zk.PartitionState(tp)
-	require.NoError(t, err)
+	// The controller writes the assignment and then the partition state
+	// (maybeCompleteReassignment), in two ZooKeeper writes: poll the
+	// state too.
+	var s isr.PartitionState
+	require.Eventually(t, func() bool {
+		var err error
+		s, _, err = zk.PartitionState(tp)
+		return err == nil && slices.Contains([]int32{1, 2, 3}, s.Leader) && len(s.ISR) == 3 && !slices.Contains(s.ISR, 0)
+	}, 30*time.Second, 10*time.Millisecond, "the leadership leaves broker 0 and the ISR becomes {1,2,3}")
 	t.Logf("reassignment of %s from {0,1,2} to {1,2,3} complete after %v: leader %d, ISR %v", tp,
 		time.Since(started).Round(time.Millisecond), s.Leader, s.ISR)
-	require.Contains(t, []int32{1, 2, 3}, s.Leader, "the leadership left broker 0")
 	require.ElementsMatch(t, []int32{1, 2, 3}, s.ISR)
 	require.Eventually(t, func() bool {
 		matches, _ := filepath.Glob(filepath.Join(c.Broker(0).LogDir(), topic+"-0*"))
@@ -127,6 +172,7 @@ func TestAReassignmentMovesAPartitionUnderLoadAndDeletesTheOldReplica(t *testing
 	require.NoError(t, err)
 	require.Empty(t, listed, "nothing in progress")
 	progress(2000)
+	caughtUp("after the first move")
 
 	// The old way, before KIP-455: kafka-reassign-partitions.sh wrote
 	// /admin/reassign_partitions; the controller deletes it when done.
@@ -144,24 +190,25 @@ func TestAReassignmentMovesAPartitionUnderLoadAndDeletesTheOldReplica(t *testing
 		return err == nil && slices.Equal(a.Replicas[0], []int32{2, 3, 0})
 	}, 60*time.Second, 10*time.Millisecond, "the znode's move done and the znode deleted")
 	progress(2000)
+	caughtUp("after the second move")
 
 	close(stop)
 	<-producing
 	require.NoError(t, prod.Flush(ctx))
 	mu.Lock()
-	require.Empty(t, failures)
+	require.Empty(t, failures, "an idempotent producer retries until acknowledged")
 	mu.Unlock()
-	cons := client(t, c, kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: {0: kgo.NewOffset().AtStart()}}))
-	var got []string
-	for len(got) < sent {
-		fs := cons.PollFetches(ctx)
-		require.NoError(t, ctx.Err(), "read %d of %d", len(got), sent)
-		fs.EachRecord(func(r *kgo.Record) { got = append(got, string(r.Value)) })
-	}
-	for i, v := range got {
+	require.Equal(t, sent, int(acked.Load()), "every record acknowledged")
+	caughtUp("at the end")
+	stopConsuming()
+	<-consumed
+
+	readMu.Lock()
+	defer readMu.Unlock()
+	require.Len(t, read, sent, "every acknowledged record read once")
+	for i, v := range read {
 		require.Equal(t, strconv.Itoa(i), v, "every record once, in order")
 	}
-	require.Equal(t, int(acked.Load()), len(got))
 }
 
 // TestLeadershipsGoBackToPreferredReplicas: after a broker is killed and

@@ -24,9 +24,10 @@ import (
 // Kafka's, byte for byte where the content is fixed (the assignment's key
 // order and partition order, the config, the state); a bad request gets
 // Kafka's error codes; deleting the topic stops and deletes every replica
-// (the log directories go) and removes every znode of it.
+// (the log directories go) and removes every znode of it. Three broker
+// processes on a three-node ZooKeeper ensemble.
 func TestTopicsAreCreatedAndDeletedThroughKadmWithKafkasZnodes(t *testing.T) {
-	ens := zktest.StartStandalone(t)
+	ens := zktest.StartEnsemble(t, 3)
 	c := brokertest.Start(t, ens, 3, nil)
 	zk := observer(t, ens)
 	adm := kadm.NewClient(client(t, c))
