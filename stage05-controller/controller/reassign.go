@@ -204,9 +204,27 @@ func (c *Controller) maybeCompleteReassignment(tp commitlog.TopicPartition) {
 	next.LeaderEpoch++
 	next.ControllerEpoch = cs.epoch.Epoch
 	leaving := without(cs.replicas(tp), r.target)
+	// Kafka's order (KIP-455 B3 before B6): the new leader and the ISR of
+	// target replicas first, the assignment last. A controller that dies
+	// between the two leaves a state its successor can finish from
+	// (adding_replicas and removing_replicas are still in the
+	// assignment), never a leader outside its partition's replicas.
+	b := newBatch()
+	c.writeStates(map[commitlog.TopicPartition]kafkazk.VersionedState{tp: next}, b)
+	if s := cs.states[tp]; s.LeaderEpoch != next.LeaderEpoch || s.Leader != next.Leader {
+		c.send(b) // the state changed under us: it was read again; try at the next change
+		return
+	}
 	if err := c.writeAssignment(tp, r.target, nil, nil); err != nil {
 		c.logger.Warn("completing a reassignment", "partition", tp, "err", err)
+		c.send(b)
 		return
+	}
+	for _, r := range leaving { // they get StopReplica, not the new state
+		delete(b.leaderAndIsr[r], tp)
+		if len(b.leaderAndIsr[r]) == 0 {
+			delete(b.leaderAndIsr, r)
+		}
 	}
 	delete(cs.reassignments, tp)
 	defer func() {
@@ -214,8 +232,6 @@ func (c *Controller) maybeCompleteReassignment(tp commitlog.TopicPartition) {
 			c.legacyDone()
 		}
 	}()
-	b := newBatch()
-	c.writeStates(map[commitlog.TopicPartition]kafkazk.VersionedState{tp: next}, b)
 	for _, r := range leaving {
 		rep := Replica{tp, r}
 		if _, ok := cs.live[r]; !ok {
