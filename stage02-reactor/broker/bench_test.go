@@ -1,8 +1,12 @@
 package broker
 
 import (
+	"bufio"
 	"context"
+	"encoding/binary"
 	"fmt"
+	"io"
+	"net"
 	"path/filepath"
 	"testing"
 	"time"
@@ -103,6 +107,44 @@ func BenchmarkProduceVsKfake(b *testing.B) {
 			b.ReportMetric(0, "ns/op")
 		})
 	}
+}
+
+// BenchmarkMetadata is the chapter's Metadata figure: one request naming
+// 100,000 topics that do not exist and one that does, against a broker
+// holding 1,000 partitions, on one connection, one request at a time. An
+// op is an exchange, from the request's first byte written to the
+// response's last byte read; cpu-ms/req counts the CPU time of the whole
+// process (broker and benchmark) for it. TestMetadataCostFollowsTheRequest
+// bounds the same exchange.
+//
+//	go test -run '^$' -bench Metadata -count 5 ./broker
+func BenchmarkMetadata(b *testing.B) {
+	br := benchBroker(b, nil)
+	frame := metadataCostSetup(b, br.Store())
+	conn, err := net.Dial("tcp", br.Addr().String())
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer conn.Close()
+	r := bufio.NewReader(conn)
+	var resp []byte
+	cpu0 := processCPUTime(b)
+	for b.Loop() {
+		if _, err := conn.Write(frame); err != nil {
+			b.Fatal(err)
+		}
+		var size [4]byte
+		if _, err := io.ReadFull(r, size[:]); err != nil {
+			b.Fatal(err)
+		}
+		resp = make([]byte, binary.BigEndian.Uint32(size[:]))
+		if _, err := io.ReadFull(r, resp); err != nil {
+			b.Fatal(err)
+		}
+	}
+	cpu := processCPUTime(b) - cpu0
+	b.ReportMetric(float64(cpu.Microseconds())/1000/float64(b.N), "cpu-ms/req")
+	b.ReportMetric(float64(len(resp)), "resp-bytes")
 }
 
 func benchBroker(b *testing.B, factory func(network.Config, network.Handler) (*network.Server, error)) *Broker {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kafkaworkbook/workbook/stage02-reactor/protocol"
@@ -91,7 +92,7 @@ func TestAPartitionListedTwiceIsReadAtItsLastOffsets(t *testing.T) {
 func TestFetchMaxBytesBoundsTheResponse(t *testing.T) {
 	tb := startBroker(t, "fetch.max.bytes", "65536")
 	tb.createTopic("wide", 4)
-	cl := tb.manualClient()
+	cl := tb.manualClient(kgo.ProducerBatchCompression(kgo.NoCompression())) // 800 KB, not 43 KB of snappy
 	for p := range int32(4) {
 		for range 10 {
 			produceRecords(t, cl, "wide", p, string(make([]byte, 20_000)))
@@ -101,7 +102,68 @@ func TestFetchMaxBytesBoundsTheResponse(t *testing.T) {
 	c.send(fetchRequest("wide", []int32{0, 1, 2, 3}, 10<<20, 1, 0), 1)
 	_, body := c.receive()
 	require.LessOrEqual(t, len(body), 65536+1024, "records within fetch.max.bytes, plus the framing")
-	require.Greater(t, len(body), 40_000)
+	require.Greater(t, len(body), 65536, "filled to fetch.max.bytes")
+}
+
+// TestARequestsMaxBytesBelowFetchMaxBytesBoundsTheResponse: the response
+// honours the smaller of fetch.max.bytes and the request's own max_bytes
+// (Kafka: min(fetchMaxBytes, request maxBytes)). The records it carries
+// total at most max_bytes, spread over the partitions in order, each within
+// its partition_max_bytes; a first batch bigger than max_bytes comes whole
+// and alone (KIP-74).
+func TestARequestsMaxBytesBelowFetchMaxBytesBoundsTheResponse(t *testing.T) {
+	const maxBytes = 64 << 10
+	tb := startBroker(t, "fetch.max.bytes", "52428800") // 50 MiB
+	tb.createTopic("wide", 4)
+	tb.createTopic("big-first", 2)
+	cl := tb.manualClient(kgo.ProducerBatchCompression(kgo.NoCompression())) // zeros would shrink to nothing
+	for p := range int32(4) {
+		for range 10 {
+			produceRecords(t, cl, "wide", p, string(make([]byte, 20_000)))
+		}
+	}
+	produceRecords(t, cl, "big-first", 0, string(make([]byte, 100_000)), string(make([]byte, 100_000)))
+	produceRecords(t, cl, "big-first", 1, string(make([]byte, 20_000)))
+
+	// fetch returns the bytes of records in each partition's answer.
+	fetch := func(topic string, partitions []int32, partitionMax int32) []int {
+		req := fetchRequest(topic, partitions, partitionMax, 1, 0)
+		req.MaxBytes = maxBytes
+		c := tb.dial()
+		c.send(req, 1)
+		_, body := c.receive()
+		resp := kmsg.NewPtrFetchResponse()
+		resp.SetVersion(11)
+		require.NoError(t, resp.ReadFrom(body))
+		var sizes []int
+		for _, fp := range resp.Topics[0].Partitions {
+			require.Zero(t, fp.ErrorCode)
+			sizes = append(sizes, len(fp.RecordBatches))
+		}
+		return sizes
+	}
+	firstBatch := func(topic string) int {
+		p, _ := tb.Store().Partition(topic, 0)
+		region, err := p.Log.Read(0, 1)
+		require.NoError(t, err)
+		return int(region.Size)
+	}
+
+	// 200 KB in each of four partitions, 30,000 bytes a partition at most:
+	// 64 KiB in all, from the first three.
+	sizes := fetch("wide", []int32{0, 1, 2, 3}, 30_000)
+	require.Equal(t, []int{30_000, 30_000, maxBytes - 60_000, 0}, sizes)
+
+	// The same with 1 MiB a partition: the first partition fills it.
+	sizes = fetch("wide", []int32{0, 1, 2, 3}, 1<<20)
+	require.Equal(t, maxBytes, sizes[0]+sizes[1]+sizes[2]+sizes[3])
+	require.Greater(t, sizes[0], firstBatch("wide"), "more than one batch of the first partition")
+
+	// A 100 KB first batch is over max_bytes: it comes whole, and nothing
+	// else does.
+	big := firstBatch("big-first")
+	require.Greater(t, big, maxBytes)
+	require.Equal(t, []int{big, 0}, fetch("big-first", []int32{0, 1}, 1<<20))
 }
 
 // TestAbandonedLongPollsAreFreedAtOnce: clients that send a long poll

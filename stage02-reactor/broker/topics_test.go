@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -18,6 +19,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kafkaworkbook/workbook/stage01-log/commitlog"
+	"github.com/kafkaworkbook/workbook/stage02-reactor/store"
 )
 
 func createTopicsRequest(name string, partitions int32, rf int16, configs map[string]string) *kmsg.CreateTopicsRequest {
@@ -97,6 +99,35 @@ func TestDeleteTopics(t *testing.T) {
 	require.Empty(t, tb.Store().TopicPartitions("doomed"), "gone after a restart too")
 }
 
+// TestDeleteTopicsNamingATopicTwiceDeletesItOnce: a name listed twice is
+// deleted once and each listing is answered with that one result, as
+// Kafka's ZooKeeper-mode broker does (KafkaApis.handleDeleteTopicsRequest,
+// 2.8 to 3.x: a result per listing, the names to delete in a set, none
+// refused for being repeated). The second listing is not UNKNOWN_TOPIC,
+// though the topic is gone by the time it would be read. (A KRaft
+// controller answers a repeated name once, INVALID_REQUEST "Duplicate
+// topic name.", and deletes nothing: ControllerApis.deleteTopics.)
+func TestDeleteTopicsNamingATopicTwiceDeletesItOnce(t *testing.T) {
+	tb := startBroker(t)
+	tb.createTopic("twice", 2)
+	tb.createTopic("kept", 1)
+	req := kmsg.NewPtrDeleteTopicsRequest()
+	req.TopicNames = []string{"twice", "never-was", "twice", "never-was"}
+	resp, err := req.RequestWith(context.Background(), tb.client())
+	require.NoError(t, err)
+	var got []string
+	for _, rt := range resp.Topics {
+		got = append(got, fmt.Sprintf("%s:%d", *rt.Topic, rt.ErrorCode))
+	}
+	unknown := kerr.UnknownTopicOrPartition.Code
+	require.Equal(t, []string{"twice:0", fmt.Sprintf("never-was:%d", unknown), "twice:0", fmt.Sprintf("never-was:%d", unknown)}, got)
+	require.Empty(t, tb.Store().TopicPartitions("twice"))
+	require.NoDirExists(t, filepath.Join(tb.dir, "twice-0"))
+	require.Len(t, tb.Store().TopicPartitions("kept"), 1)
+	tb.restart()
+	require.Empty(t, tb.Store().TopicPartitions("twice"), "gone after a restart too")
+}
+
 func TestMetadataAutoCreatesTopicsWhenAllowed(t *testing.T) {
 	tb := startBroker(t, "num.partitions", "4")
 	metadata := func(topic string, allow bool) kmsg.MetadataResponseTopic {
@@ -155,27 +186,58 @@ func TestMetadataAnswersEachNameOnce(t *testing.T) {
 
 // TestMetadataCostFollowsTheRequest: a broker holding 1,000 partitions
 // answers a request naming 100,000 topics. Before the topic index every
-// name copied and sorted every partition, and this took 14 s; the deadline
-// is far above what the answer costs now (see BenchmarkMetadata for the
-// figure).
+// name copied and sorted every partition, and this took 14 s. The bound is
+// on the CPU time the process spends on the exchange (the broker, and this
+// test writing the request and reading the response), not on the wall
+// clock: with both cores of a 2-core machine kept busy, a wall-clock bound
+// of 5 s failed under -race while the CPU time stayed near its quiet
+// figure. Each bound is four times the worst of ten runs on such a
+// machine (go test [-race] -run TestMetadataCostFollowsTheRequest
+// -count=10 ./broker). BenchmarkMetadata measures the same exchange.
 func TestMetadataCostFollowsTheRequest(t *testing.T) {
 	tb := startBroker(t, "auto.create.topics.enable", "false")
-	for i := range 10 {
-		_, err := tb.Store().CreateTopic(fmt.Sprintf("held-%d", i), 100, nil)
-		require.NoError(t, err)
-	}
-	var names []string
-	for i := range 100_000 {
-		names = append(names, fmt.Sprintf("asked-%d", i))
-	}
-	names = append(names, "held-3")
-	start := time.Now()
-	resp := metadataFor(t, tb, names)
-	took := time.Since(start)
+	frame := metadataCostSetup(t, tb.Store())
+	c := tb.dial()
+	cpu0, start := processCPUTime(t), time.Now()
+	c.write(frame)
+	_, body := c.receive()
+	cpu, took := processCPUTime(t)-cpu0, time.Since(start)
+	resp := kmsg.NewPtrMetadataResponse()
+	resp.SetVersion(8)
+	require.NoError(t, resp.ReadFrom(body))
 	require.Len(t, resp.Topics, 100_001)
 	require.Len(t, resp.Topics[100_000].Partitions, 100)
-	require.Less(t, took, 5*time.Second)
-	t.Logf("100,000 names against 1,000 partitions: %v", took)
+	bound := time.Second // worst seen: 242 ms
+	if raceEnabled {
+		bound = 3200 * time.Millisecond // worst seen: 798 ms
+	}
+	require.Less(t, cpu, bound, "CPU time of a Metadata request naming 100,000 topics (wall clock %v)", took)
+	t.Logf("100,000 names against 1,000 partitions: %v CPU, %v wall clock", cpu, took)
+}
+
+// metadataCostSetup gives s ten topics of 100 partitions and returns a
+// Metadata v8 request frame (size prefix included) naming 100,000 topics
+// that do not exist and then held-3.
+func metadataCostSetup(tb testing.TB, s *store.Store) []byte {
+	for i := range 10 {
+		if _, err := s.CreateTopic(fmt.Sprintf("held-%d", i), 100, nil); err != nil {
+			tb.Fatal(err)
+		}
+	}
+	req := kmsg.NewPtrMetadataRequest()
+	req.SetVersion(8)
+	for i := range 100_000 {
+		req.Topics = append(req.Topics, kmsg.MetadataRequestTopic{Topic: kmsg.StringPtr(fmt.Sprintf("asked-%d", i))})
+	}
+	req.Topics = append(req.Topics, kmsg.MetadataRequestTopic{Topic: kmsg.StringPtr("held-3")})
+	return kmsg.NewRequestFormatter().AppendRequest(nil, req, 1)
+}
+
+// processCPUTime is the user and system CPU time the test process has used.
+func processCPUTime(tb testing.TB) time.Duration {
+	var ru syscall.Rusage
+	require.NoError(tb, syscall.Getrusage(syscall.RUSAGE_SELF, &ru))
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 func TestCreateTopicsNamingATopicTwiceRefusesBoth(t *testing.T) {
