@@ -69,8 +69,18 @@ fmt:
 # Every module is vetted for macOS too (cross-compiled: its tests must build
 # with the portable server there), so that Linux CI keeps a Mac reader's
 # `make stageNN` working.
+#
+# And a layering rule (STYLE.md): the replica package, a domain package,
+# must not import stage 02's broker, an assembly package that also builds
+# the network server; the partition store lives in a package both use.
 vet:
 	@set -e; for m in $(MODULES); do (cd $$m && $(GO) vet ./... && GOOS=darwin $(GO) vet ./...); done
+	@if [ -d stage03-replication ]; then \
+		deps=$$(cd stage03-replication && $(GO) list -deps ./replica) || exit 1; \
+		if grep -qx 'github.com/kafkaworkbook/workbook/stage02-reactor/broker' <<<"$$deps"; then \
+			echo "stage03-replication/replica imports stage02-reactor/broker: keep it to stage 02's store, protocol and network"; exit 1; \
+		fi; \
+	fi
 
 bench:
 	@set -e; for m in $(MODULES); do (cd $$m && $(GO) test $(BENCHFLAGS) -bench . ./...); done
