@@ -104,8 +104,9 @@ func TestKcatCompressedBatchesAreValidatedAndStored(t *testing.T) {
 				// librdkafka takes FindCoordinator being advertised as the
 				// sign of a broker that reads lz4 frames (Kafka 0.10), and
 				// sends lz4 batches uncompressed otherwise. The group
-				// coordinator arrives in stage 05; its tests run this case.
-				t.Skip("librdkafka compresses with lz4 only for brokers that serve FindCoordinator (stage 05)")
+				// coordinator arrives in stage 05, whose
+				// TestKcatCompressesWithEveryCodecHere runs this case.
+				t.Skip("librdkafka compresses with lz4 only for brokers that serve FindCoordinator: stage 05's TestKcatCompressesWithEveryCodecHere")
 			}
 			topic := "kcat-" + c.String()
 			tb.createTopic(topic, 1)
