@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/kafkaworkbook/workbook/stage01-log/record"
 )
 
 // Never is the duration Kafka spells Long.MaxValue milliseconds: a time-based
@@ -73,6 +75,45 @@ type Config struct {
 	// segment is older is cleaned whatever its dirty ratio (KIP-354).
 	// Default: never (Long.MaxValue).
 	MaxCompactionLag time.Duration
+
+	// CompressionType is compression.type (the same key at the broker
+	// level): the codec the log's batches are stored in, or
+	// CompressionProducer (the default) to store each batch compressed as
+	// its producer sent it. The log does not apply it itself: the broker
+	// recompresses a produced batch before appending it (stage 06), as
+	// Kafka's LogValidator does.
+	CompressionType CompressionType
+}
+
+// CompressionType is a log's compression.type: CompressionProducer, or a
+// record.Codec to store every batch in.
+type CompressionType int8
+
+// CompressionProducer keeps each batch in the codec its producer chose.
+const CompressionProducer CompressionType = -1
+
+// Codec returns the codec batches are to be stored in, and false for
+// CompressionProducer.
+func (t CompressionType) Codec() (record.Codec, bool) {
+	if t == CompressionProducer {
+		return 0, false
+	}
+	return record.Codec(t), true
+}
+
+// compressionTypes are compression.type's values, with Kafka's names.
+var compressionTypes = map[string]CompressionType{"producer": CompressionProducer,
+	"uncompressed": CompressionType(record.CodecNone), "gzip": CompressionType(record.CodecGzip),
+	"snappy": CompressionType(record.CodecSnappy), "lz4": CompressionType(record.CodecLZ4), "zstd": CompressionType(record.CodecZstd)}
+
+// String writes the type as Kafka's configs spell it.
+func (t CompressionType) String() string {
+	for name, v := range compressionTypes {
+		if v == t {
+			return name
+		}
+	}
+	return fmt.Sprintf("CompressionType(%d)", int8(t))
 }
 
 // CleanupPolicy is a log's cleanup.policy: a set of CleanupDelete and
@@ -140,6 +181,8 @@ func DefaultConfig() Config {
 		MinCleanableDirtyRatio: 0.5,
 		MinCompactionLag:       0,
 		MaxCompactionLag:       Never,
+
+		CompressionType: CompressionProducer,
 	}
 }
 
@@ -265,6 +308,18 @@ func boolean(field func(m *ManagerConfig) *bool) parser {
 	}
 }
 
+// compression is compression.type, a STRING key of Kafka's codec names.
+func compression(field func(m *ManagerConfig) *CompressionType) parser {
+	return func(m *ManagerConfig, raw string) string {
+		t, ok := compressionTypes[strings.ToLower(strings.TrimSpace(raw))]
+		if !ok {
+			return "not one of uncompressed, zstd, lz4, snappy, gzip, producer"
+		}
+		*field(m) = t
+		return ""
+	}
+}
+
 // policy is cleanup.policy, a LIST key of "delete" and "compact".
 func policy(field func(m *ManagerConfig) *CleanupPolicy) parser {
 	return func(m *ManagerConfig, raw string) string {
@@ -305,6 +360,7 @@ var keys = []key{
 	{"min.cleanable.dirty.ratio", "log.cleaner.min.cleanable.ratio", 0, ratio(func(m *ManagerConfig) *float64 { return &m.Log.MinCleanableDirtyRatio })},
 	{"min.compaction.lag.ms", "log.cleaner.min.compaction.lag.ms", 0, duration(0, 1, func(m *ManagerConfig) *time.Duration { return &m.Log.MinCompactionLag })},
 	{"max.compaction.lag.ms", "log.cleaner.max.compaction.lag.ms", 0, duration(1, 1, func(m *ManagerConfig) *time.Duration { return &m.Log.MaxCompactionLag })},
+	{"compression.type", "compression.type", 0, compression(func(m *ManagerConfig) *CompressionType { return &m.Log.CompressionType })},
 	{"", "log.retention.check.interval.ms", 0, duration(1, 1, func(m *ManagerConfig) *time.Duration { return &m.RetentionCheckInterval })},
 	{"", "log.flush.scheduler.interval.ms", 0, duration(1, 1, func(m *ManagerConfig) *time.Duration { return &m.FlushCheckInterval })},
 	{"", "log.flush.offset.checkpoint.interval.ms", 0, duration(1, 1, func(m *ManagerConfig) *time.Duration { return &m.RecoveryPointCheckpointInterval })},

@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/kafkaworkbook/workbook/stage01-log/record"
 )
 
 func TestDefaultsAreKafkas(t *testing.T) {
@@ -136,4 +138,29 @@ func TestBadCleanerValuesNameTheKeyAndValue(t *testing.T) {
 	require.EqualError(t, err, `invalid value "0" for configuration log.cleaner.dedupe.buffer.size: value must be at least 1`)
 	_, err = ParseManagerConfig(map[string]string{"log.cleanup.policy": "compact;delete"})
 	require.EqualError(t, err, `invalid value "compact;delete" for configuration log.cleanup.policy: must be a list of delete and compact, got "compact;delete"`)
+}
+
+// TestCompressionTypeTakesKafkasNames: compression.type takes producer
+// (the default), uncompressed and the four codecs, in any case; anything
+// else names the key and the value.
+func TestCompressionTypeTakesKafkasNames(t *testing.T) {
+	require.Equal(t, CompressionProducer, DefaultConfig().CompressionType)
+	for name, want := range map[string]record.Codec{"uncompressed": record.CodecNone, "gzip": record.CodecGzip,
+		"snappy": record.CodecSnappy, "LZ4": record.CodecLZ4, "zstd": record.CodecZstd} {
+		c, err := DefaultConfig().Override(map[string]string{"compression.type": name})
+		require.NoError(t, err, name)
+		codec, ok := c.CompressionType.Codec()
+		require.True(t, ok, name)
+		require.Equal(t, want, codec, name)
+	}
+	c, err := DefaultConfig().Override(map[string]string{"compression.type": "producer"})
+	require.NoError(t, err)
+	_, ok := c.CompressionType.Codec()
+	require.False(t, ok)
+	_, err = DefaultConfig().Override(map[string]string{"compression.type": "brotli"})
+	require.ErrorContains(t, err, "compression.type")
+	require.ErrorContains(t, err, "brotli")
+	m, err := ParseManagerConfig(map[string]string{"compression.type": "zstd"})
+	require.NoError(t, err)
+	require.Equal(t, CompressionType(record.CodecZstd), m.Log.CompressionType, "the broker-level key has the same name")
 }

@@ -168,20 +168,20 @@ func (b *Broker) appendPartition(topic string, rp *kmsg.ProduceRequestTopicParti
 	sp.LogStartOffset = p.Log.StartOffset()
 }
 
-// decompressionFactor bounds how far a produced batch may inflate: its
+// DecompressionFactor bounds how far a produced batch may inflate: its
 // records, decompressed, may take at most this many times message.max.bytes.
 // Clients build batches of about message.max.bytes before compressing
 // (franz-go, librdkafka, Sarama); Java's producer sizes them by estimated
 // compressed size, which for very compressible data can be a few times
 // more. Past the bound the batch is refused with MESSAGE_TOO_LARGE (a Java
 // producer then splits it) rather than spending memory on it.
-const decompressionFactor = 32
+const DecompressionFactor = 32
 
 // ValidateProducedBatch checks a producer's records as Kafka's LogValidator
 // does before anything is appended: exactly one batch, magic 2, offsets
 // starting at 0 and a record count that agrees with them, no control or
 // transactional batch, at most message.max.bytes, and records that decode,
-// compressed batches included (decompressed within decompressionFactor
+// compressed batches included (decompressed within DecompressionFactor
 // times message.max.bytes), with offset deltas 0, 1, 2, ..., and for a
 // compacted log (cleanup.policy=compact) a key on every record: the log
 // cleaner keeps the latest record per key, and a record without one could
@@ -235,12 +235,12 @@ func validateBatch(records []byte, maxBytes int32, requireKeys bool) (code int16
 	case h.Attributes.Transactional():
 		return kerrInvalidRecord, "transactional batches are not supported"
 	}
-	r := record.GetReader(int(maxBytes) * decompressionFactor)
+	r := record.GetReader(int(maxBytes) * DecompressionFactor)
 	defer record.PutReader(r)
 	it, err := r.Records(records)
 	switch {
 	case errors.Is(err, record.ErrTooLarge):
-		return kerrMessageTooLarge, fmt.Sprintf("%v (%d times message.max.bytes)", err, decompressionFactor)
+		return kerrMessageTooLarge, fmt.Sprintf("%v (%d times message.max.bytes)", err, DecompressionFactor)
 	case errors.Is(err, record.ErrInvalidRecord):
 		return kerrInvalidRecord, err.Error()
 	case err != nil: // an unknown codec, or bytes the codec cannot decode

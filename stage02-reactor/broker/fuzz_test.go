@@ -51,7 +51,7 @@ func FuzzValidateProducedBatch(f *testing.F) {
 	f.Add([]byte{})
 
 	const maxBytes = 1 << 20
-	reader := record.Reader{MaxRecordBytes: maxBytes * decompressionFactor}
+	reader := record.Reader{MaxRecordBytes: maxBytes * DecompressionFactor}
 	f.Fuzz(func(t *testing.T, b []byte) {
 		code, msg := validateBatch(b, maxBytes, false)
 		switch code {

@@ -164,6 +164,11 @@ func (s *Server) createOffsetsTopic() error {
 	return nil
 }
 
+// ProduceAppender is this broker's produce path (broker.Appender): stage
+// 04's appends, refusing internal topics. Stage 06 wraps it to
+// recompress batches to their topic's compression.type.
+func (s *Server) ProduceAppender() broker.Appender { return internalGuard{s} }
+
 // internalGuard is the broker's Produce path (stage 04's AppendRecords)
 // refusing clients' batches for internal topics with
 // INVALID_TOPIC_EXCEPTION, as Kafka's ReplicaManager does: only the

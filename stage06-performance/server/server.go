@@ -2,10 +2,12 @@
 // of seed §2 that make Kafka fast switched on. So far: Fetch responses,
 // to consumers and to followers alike, write their log regions with
 // sendfile(2) (package zerocopy) instead of copying them through the
-// broker's memory.
+// broker's memory; and a topic's compression.type is applied to what
+// producers send (compression.go).
 package server
 
 import (
+	"github.com/kafkaworkbook/workbook/stage02-reactor/broker"
 	s5 "github.com/kafkaworkbook/workbook/stage05-controller/server"
 	"github.com/kafkaworkbook/workbook/stage06-performance/zerocopy"
 )
@@ -30,6 +32,7 @@ func New(cfg s5.Config, opts Options) (*s5.Server, error) {
 	if err != nil {
 		return nil, err
 	}
+	s.Register(broker.ProduceAPI(recompressor{s: s, next: s.ProduceAppender()}))
 	sender := "sendfile (zero copy)"
 	if opts.CopyFetches || !zerocopy.Zero {
 		sender = "pread and write (copies)"
