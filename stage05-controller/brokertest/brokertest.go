@@ -318,6 +318,17 @@ func (b *Broker) Running() bool {
 	}
 }
 
+// Pid is the process id of the broker's current run, or 0 if it does not
+// run: benchmarks read its CPU time from /proc.
+func (b *Broker) Pid() int {
+	if !b.Running() {
+		return 0
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.cmd.Process.Pid
+}
+
 // Kill sends SIGKILL and waits for the process to end: kill -9.
 func (b *Broker) Kill() {
 	b.c.t.Helper()
