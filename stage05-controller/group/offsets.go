@@ -256,12 +256,14 @@ func (c *Coordinator) DescribeGroups(req *kmsg.DescribeGroupsRequest) *kmsg.Desc
 
 // ListGroups handles a ListGroups request: the groups this broker
 // coordinates, filtered by state (v4+). While a partition is still
-// loading the answer is COORDINATOR_LOAD_IN_PROGRESS, as in Kafka.
+// loading the answer is COORDINATOR_LOAD_IN_PROGRESS with no groups, as in
+// Kafka.
 func (c *Coordinator) ListGroups(req *kmsg.ListGroupsRequest) *kmsg.ListGroupsResponse {
 	resp := kmsg.NewPtrListGroupsResponse()
 	groups, loading := c.snapshot()
-	if loading {
+	if loading { // as Kafka: no list while any partition is loading
 		resp.ErrorCode = kerr.CoordinatorLoadInProgress.Code
+		return resp
 	}
 	for _, g := range groups {
 		g.lock()
