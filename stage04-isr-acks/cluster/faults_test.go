@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -97,8 +98,19 @@ func faultRun(t *testing.T, idempotent bool) {
 	}()
 	progress := func(n int64, what string) {
 		from := acked.Load()
-		require.Eventually(t, func() bool { return acked.Load() >= from+n }, 30*time.Second, 5*time.Millisecond,
-			"the producer goes on %s", what)
+		if assert.Eventually(t, func() bool { return acked.Load() >= from+n }, 30*time.Second, 5*time.Millisecond,
+			"the producer goes on %s", what) {
+			return
+		}
+		// What the cluster looked like when the producer stalled.
+		for _, tp := range tps {
+			isr, leader, err := tc.ISR(tp)
+			t.Logf("%s: leader %d, ISR %v, err %v", tp, leader, isr, err)
+		}
+		mu.Lock()
+		t.Logf("acknowledged %d (from %d), buffered %d, errors %v", acked.Load(), from, cl.BufferedProduceRecords(), failed)
+		mu.Unlock()
+		t.FailNow()
 	}
 
 	seed := uint64(time.Now().UnixNano())
