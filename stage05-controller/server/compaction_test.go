@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"testing"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/kafkaworkbook/workbook/stage01-log/commitlog"
@@ -170,5 +172,40 @@ func TestCommitsSurviveCompactionOfTheOffsetsTopic(t *testing.T) {
 		r, ok := got.Lookup(o.Topic, o.Partition)
 		require.True(t, ok)
 		require.Equal(t, o.At, r.At, "partition %d: the last commit", o.Partition)
+	}
+}
+
+// TestATopicConfigChangedInZooKeeperReachesTheLiveLogs: a topic created
+// with the default cleanup.policy=delete is changed, as an admin tool
+// would (the config znode and a /config/changes notification), to
+// compact with small segments; every broker applies it to the topic's
+// logs already open: the leader refuses keyless records from then on, and
+// each replica's cleaner compacts the partition.
+func TestATopicConfigChangedInZooKeeperReachesTheLiveLogs(t *testing.T) {
+	ens := zktest.StartStandalone(t)
+	c := brokertest.Start(t, ens, 3, compactionProps)
+	createTopic(t, c, "accounts", 1, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	p := client(t, c, kgo.DefaultProduceTopic("accounts"))
+	require.NoError(t, p.ProduceSync(ctx, &kgo.Record{Value: []byte("no key, allowed while delete")}).FirstErr())
+
+	zk := observer(t, ens)
+	require.NoError(t, zk.SetTopicConfig("accounts", map[string]string{"cleanup.policy": "compact",
+		"segment.bytes": "2048", "min.cleanable.dirty.ratio": "0.01"}))
+	require.Eventually(t, func() bool {
+		err := p.ProduceSync(ctx, &kgo.Record{Value: []byte("no key")}).FirstErr()
+		return errors.Is(err, kerr.InvalidRecord)
+	}, 30*time.Second, 50*time.Millisecond, "the leader's log is compacted now: a keyless record is refused")
+	for round := range 40 {
+		var recs []*kgo.Record
+		for k := range 10 {
+			recs = append(recs, &kgo.Record{Key: fmt.Appendf(nil, "account-%d", k), Value: fmt.Appendf(nil, "balance %d", round)})
+		}
+		require.NoError(t, p.ProduceSync(ctx, recs...).FirstErr())
+	}
+	for id := range int32(3) {
+		point := cleanedTo(t, c, id, commitlog.TopicPartition{Topic: "accounts"}, 1)
+		t.Logf("broker %d cleaned accounts-0 up to offset %d", id, point)
 	}
 }
