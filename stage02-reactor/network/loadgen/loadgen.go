@@ -1,8 +1,19 @@
 // Package loadgen drives a server that speaks Kafka's framing (a 4-byte
-// big-endian size, then the message) with closed-loop clients: each
-// connection sends a request, waits for its response, and sends the next,
-// so every connection has exactly one request in flight, which is what a
-// Kafka broker allows anyway (it mutes a connection until it answered).
+// big-endian size, then the message) from many connections. By default
+// each connection is a closed loop: it sends a request, waits for its
+// response, and sends the next, so every connection has exactly one
+// request in flight and the load measures request latency and the rate a
+// server reaches with that many waiting clients.
+//
+// With Config.InFlight = n > 1 each connection pipelines instead, as a
+// producer with max.in.flight.requests.per.connection = n does: a writer
+// keeps up to n requests outstanding, and a reader matches the responses
+// to them in order (FIFO), by correlation id. A Kafka broker still reads
+// one request of a connection at a time and answers in order (it mutes
+// the connection until the response is written); the pipelined requests
+// wait in the socket and the broker's read buffer, so the broker never
+// waits a round trip for the next one. That load measures how much a
+// server can take rather than how long one request takes.
 //
 // The request bytes come from the caller, so the same load drives the
 // network package's test protocol in its benchmarks and a broker with
@@ -40,8 +51,15 @@ import (
 type Config struct {
 	// Addr is the server's host:port.
 	Addr string
-	// Conns is the number of connections, each a closed loop.
+	// Conns is the number of connections.
 	Conns int
+	// InFlight is the number of requests each connection keeps
+	// outstanding: 0 or 1 is a closed loop (send, wait for the response,
+	// send the next); n > 1 pipelines up to n requests, whose responses
+	// must come back in the order the requests were sent. A request's
+	// latency runs from its write to its response, so with n > 1 it
+	// includes the time it queued behind the requests before it.
+	InFlight int
 	// Duration stops the load after this long; 0 runs until Requests.
 	Duration time.Duration
 	// Requests stops the load after this many responses in total; 0 runs
@@ -49,7 +67,8 @@ type Config struct {
 	Requests int64
 	// MakeRequest returns a request (without the size prefix) carrying
 	// correlation id corr. It is called from every connection's goroutine
-	// at once; the returned slice is not kept after the write.
+	// at once (with InFlight > 1, from each connection's writer); the
+	// returned slice is not kept after the write.
 	MakeRequest func(corr int32) []byte
 }
 
@@ -61,6 +80,31 @@ type Result struct {
 	Mean     time.Duration // mean latency
 	P50, P99 time.Duration // latency percentiles, to within about 12%
 	Max      time.Duration // highest latency
+
+	hist *histogram // every latency, for Quantile and Merge; nil in a zero Result
+}
+
+// Quantile is the latency below which a fraction q of the requests
+// finished (q = 0.999 for the 99.9th percentile), to within about 12%.
+func (r Result) Quantile(q float64) time.Duration {
+	if r.hist == nil || r.hist.n == 0 {
+		return 0
+	}
+	return r.hist.quantile(q)
+}
+
+// Merge is the result of r's load followed by o's: the requests and
+// latencies of both, the elapsed times added. A tool that runs a load in
+// windows (Load.Run again and again on the same connections, to print
+// each window's rate) merges them into its summary.
+func (r Result) Merge(o Result) Result {
+	var h histogram
+	for _, x := range []*histogram{r.hist, o.hist} {
+		if x != nil {
+			h.merge(x)
+		}
+	}
+	return h.result(max(r.Conns, o.Conns), r.Elapsed+o.Elapsed)
 }
 
 // Rate is responses per second.
@@ -155,7 +199,11 @@ func (l *Load) Run(ctx context.Context) (Result, error) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			h, err := runConn(nc, i, cfg, &stop, &tickets)
+			run := runConn
+			if cfg.InFlight > 1 {
+				run = runPipelined
+			}
+			h, err := run(nc, i, cfg, &stop, &tickets)
 			mu.Lock()
 			defer mu.Unlock()
 			total.merge(&h)
@@ -187,31 +235,114 @@ func runConn(nc net.Conn, index int, cfg Config, stop *atomic.Bool, tickets *ato
 			break
 		}
 		corr++
-		req := cfg.MakeRequest(corr)
-		frame = binary.BigEndian.AppendUint32(frame[:0], uint32(len(req)))
-		frame = append(frame, req...)
+		frame = appendFrame(frame[:0], cfg.MakeRequest(corr))
 		t0 := time.Now()
 		if _, err := nc.Write(frame); err != nil {
 			return h, fmt.Errorf("loadgen: write: %w", err)
 		}
-		var size [4]byte
-		if _, err := io.ReadFull(r, size[:]); err != nil {
-			return h, fmt.Errorf("loadgen: read response size: %w", err)
-		}
-		n := binary.BigEndian.Uint32(size[:])
-		if cap(body) < int(n) {
-			body = make([]byte, n)
-		}
-		body = body[:n]
-		if _, err := io.ReadFull(r, body); err != nil {
-			return h, fmt.Errorf("loadgen: read response: %w", err)
-		}
-		if n < 4 || int32(binary.BigEndian.Uint32(body)) != corr {
-			return h, fmt.Errorf("loadgen: response does not carry correlation id %d", corr)
+		var err error
+		if body, err = readResponse(r, body, corr); err != nil {
+			return h, err
 		}
 		h.record(time.Since(t0))
 	}
 	return h, nil
+}
+
+// sent is a request written and not yet answered.
+type sent struct {
+	corr int32
+	t0   time.Time
+}
+
+// runPipelined is one connection with up to cfg.InFlight requests
+// outstanding: a writer goroutine sends while a slot is free, this
+// goroutine reads the responses and frees a slot for each. Responses must
+// come in request order, as a Kafka broker sends them.
+func runPipelined(nc net.Conn, index int, cfg Config, stop *atomic.Bool, tickets *atomic.Int64) (histogram, error) {
+	var (
+		h histogram
+		// slots holds a token per outstanding request: the writer puts one
+		// in before it writes (and blocks while InFlight are out), the
+		// reader takes one out after the response.
+		slots = make(chan struct{}, cfg.InFlight)
+		// written carries the requests written, in order, to the reader;
+		// the writer closes it when it stops.
+		written = make(chan sent, cfg.InFlight)
+		// readerFailed is closed when the reader stops early, to release a
+		// writer waiting for a slot.
+		readerFailed = make(chan struct{})
+		werr         error // the writer's error; read after written is closed
+	)
+	go func() {
+		defer close(written)
+		var frame []byte
+		corr := int32(index) << 20
+		for !stop.Load() {
+			if cfg.Requests > 0 && tickets.Add(-1) < 0 {
+				return
+			}
+			select {
+			case slots <- struct{}{}:
+			case <-readerFailed:
+				return
+			}
+			corr++
+			frame = appendFrame(frame[:0], cfg.MakeRequest(corr))
+			t0 := time.Now()
+			if _, err := nc.Write(frame); err != nil {
+				werr = fmt.Errorf("loadgen: write: %w", err)
+				return
+			}
+			written <- sent{corr, t0} // never blocks: at most InFlight are out
+		}
+	}()
+
+	r := bufio.NewReader(nc)
+	var body []byte
+	var rerr error
+	for s := range written {
+		if body, rerr = readResponse(r, body, s.corr); rerr != nil {
+			close(readerFailed)
+			nc.SetWriteDeadline(time.Now()) // a writer blocked in Write returns
+			for range written {             // wait for the writer to stop
+			}
+			break
+		}
+		h.record(time.Since(s.t0))
+		<-slots
+	}
+	if werr != nil {
+		return h, werr
+	}
+	return h, rerr
+}
+
+// appendFrame appends req with its 4-byte size prefix.
+func appendFrame(frame, req []byte) []byte {
+	frame = binary.BigEndian.AppendUint32(frame, uint32(len(req)))
+	return append(frame, req...)
+}
+
+// readResponse reads one response into body (grown as needed) and checks
+// that it carries correlation id corr.
+func readResponse(r *bufio.Reader, body []byte, corr int32) ([]byte, error) {
+	var size [4]byte
+	if _, err := io.ReadFull(r, size[:]); err != nil {
+		return body, fmt.Errorf("loadgen: read response size: %w", err)
+	}
+	n := binary.BigEndian.Uint32(size[:])
+	if cap(body) < int(n) {
+		body = make([]byte, n)
+	}
+	body = body[:n]
+	if _, err := io.ReadFull(r, body); err != nil {
+		return body, fmt.Errorf("loadgen: read response: %w", err)
+	}
+	if n < 4 || int32(binary.BigEndian.Uint32(body)) != corr {
+		return body, fmt.Errorf("loadgen: response does not carry correlation id %d", corr)
+	}
+	return body, nil
 }
 
 // histogram counts latencies in buckets: 8 per power of two, so a
@@ -270,7 +401,7 @@ func (h *histogram) quantile(q float64) time.Duration {
 }
 
 func (h *histogram) result(conns int, elapsed time.Duration) Result {
-	r := Result{Conns: conns, Requests: h.n, Elapsed: elapsed, Max: h.max}
+	r := Result{Conns: conns, Requests: h.n, Elapsed: elapsed, Max: h.max, hist: h}
 	if h.n > 0 {
 		r.Mean = h.sum / time.Duration(h.n)
 		r.P50, r.P99 = h.quantile(0.50), h.quantile(0.99)
