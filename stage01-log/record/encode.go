@@ -65,20 +65,7 @@ func AppendBatch(dst []byte, b *Batch) ([]byte, error) {
 	if codec != CodecNone {
 		grow = HeaderSize // the compressed size is known only after compressing
 	}
-	dst = slices.Grow(dst, grow)[:start+HeaderSize]
-	h := dst[start:]
-	be := binary.BigEndian
-	be.PutUint64(h[baseOffsetPos:], uint64(b.BaseOffset))
-	be.PutUint32(h[partitionLeaderEpochPos:], uint32(b.PartitionLeaderEpoch))
-	h[magicPos] = Magic
-	be.PutUint16(h[attributesPos:], uint16(b.Attributes))
-	be.PutUint32(h[lastOffsetDeltaPos:], uint32(lastOffsetDelta))
-	be.PutUint64(h[firstTimestampPos:], uint64(b.FirstTimestamp))
-	be.PutUint64(h[maxTimestampPos:], uint64(maxTimestamp))
-	be.PutUint64(h[producerIDPos:], uint64(b.ProducerID))
-	be.PutUint16(h[producerEpochPos:], uint16(b.ProducerEpoch))
-	be.PutUint32(h[baseSequencePos:], uint32(b.BaseSequence))
-	be.PutUint32(h[recordsCountPos:], uint32(len(b.Records)))
+	dst = slices.Grow(dst, grow)[:start+HeaderSize] // the header's place, written last
 	if codec == CodecNone {
 		for i := range b.Records {
 			dst = b.Records[i].AppendTo(dst)
@@ -93,9 +80,48 @@ func AppendBatch(dst []byte, b *Batch) ([]byte, error) {
 			return dst[:start], err
 		}
 	}
-	be.PutUint32(dst[start+lengthPos:], uint32(len(dst)-start-LogOverhead))
-	be.PutUint32(dst[start+crcPos:], Checksum(dst[start:]))
+	PutHeader(dst[start:], &BatchHeader{
+		BaseOffset:           b.BaseOffset,
+		PartitionLeaderEpoch: b.PartitionLeaderEpoch,
+		Attributes:           b.Attributes,
+		LastOffsetDelta:      lastOffsetDelta,
+		FirstTimestamp:       b.FirstTimestamp,
+		MaxTimestamp:         maxTimestamp,
+		ProducerID:           b.ProducerID,
+		ProducerEpoch:        b.ProducerEpoch,
+		BaseSequence:         b.BaseSequence,
+		NumRecords:           int32(len(b.Records)),
+	})
 	return dst, nil
+}
+
+// PutHeader writes the header of the batch that batch holds, for an encoder
+// that builds a batch in place: it reserves HeaderSize bytes, appends the
+// records after them (compressed, if h's attributes name a codec) and only
+// then knows what the header says. batch is the whole batch, header
+// included. PutHeader writes every field of h but Magic (always 2), Length
+// (derived from len(batch)) and CRC (computed last, over the written
+// header and the records); h's Length, Magic and CRC are ignored. It does
+// not check that NumRecords or LastOffsetDelta match the records.
+//
+// A producer's accumulator (stage 06) appends each record to its batch's
+// buffer as the record arrives and calls PutHeader when the batch is
+// closed; AppendBatch does the same in one call.
+func PutHeader(batch []byte, h *BatchHeader) {
+	be := binary.BigEndian
+	be.PutUint64(batch[baseOffsetPos:], uint64(h.BaseOffset))
+	be.PutUint32(batch[lengthPos:], uint32(len(batch)-LogOverhead))
+	be.PutUint32(batch[partitionLeaderEpochPos:], uint32(h.PartitionLeaderEpoch))
+	batch[magicPos] = Magic
+	be.PutUint16(batch[attributesPos:], uint16(h.Attributes))
+	be.PutUint32(batch[lastOffsetDeltaPos:], uint32(h.LastOffsetDelta))
+	be.PutUint64(batch[firstTimestampPos:], uint64(h.FirstTimestamp))
+	be.PutUint64(batch[maxTimestampPos:], uint64(h.MaxTimestamp))
+	be.PutUint64(batch[producerIDPos:], uint64(h.ProducerID))
+	be.PutUint16(batch[producerEpochPos:], uint16(h.ProducerEpoch))
+	be.PutUint32(batch[baseSequencePos:], uint32(h.BaseSequence))
+	be.PutUint32(batch[recordsCountPos:], uint32(h.NumRecords))
+	be.PutUint32(batch[crcPos:], Checksum(batch))
 }
 
 // AppendEmptyBatch appends a batch header with no records, as Kafka's
@@ -109,20 +135,10 @@ func AppendBatch(dst []byte, b *Batch) ([]byte, error) {
 func AppendEmptyBatch(dst []byte, h *BatchHeader) []byte {
 	start := len(dst)
 	dst = slices.Grow(dst, HeaderSize)[:start+HeaderSize]
-	b := dst[start:]
-	be := binary.BigEndian
-	be.PutUint64(b[baseOffsetPos:], uint64(h.BaseOffset))
-	be.PutUint32(b[lengthPos:], HeaderSize-LogOverhead)
-	be.PutUint32(b[partitionLeaderEpochPos:], uint32(h.PartitionLeaderEpoch))
-	b[magicPos] = Magic
-	be.PutUint16(b[attributesPos:], uint16(h.Attributes.WithCodec(CodecNone)))
-	be.PutUint32(b[lastOffsetDeltaPos:], uint32(h.LastOffsetDelta))
-	be.PutUint64(b[firstTimestampPos:], ^uint64(0)) // -1
-	be.PutUint64(b[maxTimestampPos:], uint64(h.MaxTimestamp))
-	be.PutUint64(b[producerIDPos:], uint64(h.ProducerID))
-	be.PutUint16(b[producerEpochPos:], uint16(h.ProducerEpoch))
-	be.PutUint32(b[baseSequencePos:], uint32(h.BaseSequence))
-	be.PutUint32(b[recordsCountPos:], 0)
-	be.PutUint32(b[crcPos:], Checksum(b))
+	empty := *h
+	empty.Attributes = h.Attributes.WithCodec(CodecNone)
+	empty.FirstTimestamp = -1
+	empty.NumRecords = 0
+	PutHeader(dst[start:], &empty)
 	return dst
 }
