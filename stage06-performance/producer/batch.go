@@ -1,0 +1,151 @@
+package producer
+
+import (
+	"sync"
+	"time"
+
+	"github.com/kafkaworkbook/workbook/stage01-log/record"
+)
+
+// A batch is Kafka's ProducerBatch: the records of one partition that
+// travel together, encoded in place into a buffer from the BufferPool as
+// they are appended. The buffer starts with record.HeaderSize bytes
+// reserved; close compresses the records (if compression.type says so)
+// and writes the header there with record.PutHeader, and from then on the
+// bytes are final: a retry sends the very same bytes, sequence numbers
+// included, which is what lets the broker recognize it.
+//
+// A batch belongs to its partition's deque, then to one request in flight,
+// then (after a retriable error) to the deque again; only one goroutine
+// holds it at a time, so its fields need no lock of their own.
+type batch struct {
+	part *partition // the partition it belongs to
+
+	buf     []byte             // header room + records, from the BufferPool
+	spill   []byte             // the pool buffer, when compression outgrew it and buf is a copy
+	pending []pendingRecord    // one per record, in offset order; reused
+	first   int64              // first record's timestamp, ms
+	maxTS   int64              // largest record timestamp, ms
+	created time.Time          // when the first record was appended
+	number  uint64             // its partition's batch count when made: deque order
+	header  record.BatchHeader // as last written by stamp
+
+	closed   bool          // compressed: no more appends; the records are final
+	stamped  bool          // header written (with the producer id and sequence in header)
+	retryAt  time.Time     // not sendable before this (retry.backoff.ms)
+	attempts int           // requests it was sent in
+	flushed  chan struct{} // closed when done; made only when a Flush waits
+}
+
+// pendingRecord is what the callback needs for one record.
+type pendingRecord struct {
+	r  *Record
+	cb func(*Record, error)
+}
+
+var batchPool = sync.Pool{New: func() any { return new(batch) }}
+
+func newBatch(part *partition, buf []byte, now time.Time, number uint64) *batch {
+	b := batchPool.Get().(*batch)
+	*b = batch{part: part, buf: buf[:record.HeaderSize], pending: b.pending[:0], created: now, number: number}
+	return b
+}
+
+// release gives the batch back for reuse; its buffer is already back in
+// the BufferPool.
+func (b *batch) release() {
+	for i := range b.pending {
+		b.pending[i] = pendingRecord{} // drop the references for the collector
+	}
+	b.pending = b.pending[:0]
+	b.part, b.buf, b.spill, b.flushed = nil, nil, nil, nil
+	batchPool.Put(b)
+}
+
+// poolBuffer is the buffer to give back to the BufferPool.
+func (b *batch) poolBuffer() []byte {
+	if b.spill != nil {
+		return b.spill
+	}
+	return b.buf
+}
+
+// records is the number of records appended.
+func (b *batch) records() int { return len(b.pending) }
+
+// tryAppend encodes r at the end of the buffer if it fits and reports
+// whether it did. The first record always fits: its buffer was sized for
+// it.
+func (b *batch) tryAppend(r *Record, ts int64, cb func(*Record, error)) bool {
+	if len(b.pending) == 0 {
+		b.first, b.maxTS = ts, ts
+	}
+	rec := record.Record{TimestampDelta: ts - b.first, OffsetDelta: int32(len(b.pending)),
+		Key: r.Key, Value: r.Value, Headers: r.Headers}
+	if len(b.pending) > 0 && len(b.buf)+rec.EncodedSize() > cap(b.buf) {
+		return false
+	}
+	b.buf = rec.AppendTo(b.buf)
+	b.maxTS = max(b.maxTS, ts)
+	b.pending = append(b.pending, pendingRecord{r: r, cb: cb})
+	return true
+}
+
+// full reports whether the buffer has no room for a small record more.
+func (b *batch) full() bool { return cap(b.buf)-len(b.buf) < 16 }
+
+// close compresses the records, if codec says so: from now on the
+// records are final.
+func (b *batch) close(codec record.Codec) {
+	if codec != record.CodecNone {
+		b.compress(codec)
+	}
+	b.header = record.BatchHeader{
+		PartitionLeaderEpoch: record.NoPartitionLeaderEpoch,
+		Attributes:           record.Attributes(0).WithCodec(codec),
+		LastOffsetDelta:      int32(len(b.pending) - 1),
+		FirstTimestamp:       b.first,
+		MaxTimestamp:         b.maxTS,
+		NumRecords:           int32(len(b.pending)),
+	}
+	b.closed = true
+}
+
+// stamp writes the header with the producer id, epoch and base sequence
+// (record.NoProducerID etc. without idempotence). A retry sends the bytes
+// as stamped; only a new producer id (after a sequence the broker could
+// not accept) restamps a batch, which rewrites the 61 header bytes and
+// the CRC, not the records.
+func (b *batch) stamp(id producerID, seq int32) {
+	b.header.ProducerID, b.header.ProducerEpoch, b.header.BaseSequence = id.id, id.epoch, seq
+	record.PutHeader(b.buf, &b.header)
+	b.stamped = true
+}
+
+// scratch holds compressed records on their way back into a batch's
+// buffer.
+var scratch = sync.Pool{New: func() any { return new([]byte) }}
+
+// compress replaces the records in the buffer with their compressed form.
+// The codec writes into a pooled scratch buffer, which is copied back into
+// the batch's own buffer (the compressed form is almost always smaller),
+// so that compression, too, allocates nothing in the steady state. In the
+// rare case it came out larger, the batch keeps a copy of its own
+// (outside buffer.memory; the pool buffer goes back when the batch is
+// done).
+func (b *batch) compress(codec record.Codec) {
+	s := scratch.Get().(*[]byte)
+	out, err := record.AppendCompressed((*s)[:0], b.buf[record.HeaderSize:], codec)
+	if err != nil { // the codecs fail only on bad options, which are constant
+		panic(err)
+	}
+	if record.HeaderSize+len(out) <= cap(b.buf) {
+		b.buf = append(b.buf[:record.HeaderSize], out...)
+	} else {
+		big := make([]byte, record.HeaderSize, record.HeaderSize+len(out))
+		b.spill = b.buf
+		b.buf = append(big, out...)
+	}
+	*s = out
+	scratch.Put(s)
+}

@@ -1,0 +1,73 @@
+// Package producer is a Kafka producer built the way Kafka's own Java
+// producer is (seed §2.2.1 batching, §2.2.2 the memory pool), with Kafka's
+// names for its parts and its configuration keys, so that a reader can
+// hold it next to KafkaProducer's internals.
+//
+//	Produce(record, callback)
+//	   │ partitioner: murmur2(key) % n, or the sticky partition (KIP-480)
+//	   ▼
+//	RecordAccumulator ─ one deque of batches per partition ──────────────┐
+//	   t-0: [batch ▓▓▓▓ full][batch ▓▓░░ filling]                         │
+//	   t-1: [batch ▓░░░ lingering]                        BufferPool      │
+//	   t-2: [retry ▓▓▓▓][batch ▓▓▓▓ full][batch ▓░░░]     buffer.memory   │
+//	   │   each batch encodes its records in place into a  free list of   │
+//	   │   batch.size buffer from the BufferPool ◄──────── batch.size bufs │
+//	   ▼ drain: per broker, the ready front batch of each partition it leads
+//	sender(broker 1) ──► ProduceRequest ──► wire.Conn ──► broker 1
+//	sender(broker 2) ──► ProduceRequest ──► wire.Conn ──► broker 2
+//	                        ≤ max.in.flight.requests.per.connection unanswered
+//	   ◄── response: callbacks with offsets, buffer back to the free list,
+//	       or back into the deque for a retry (same bytes, same sequence)
+//
+// A batch is sendable ("ready") when it is full, when it has waited
+// linger.ms, when its retry backoff is over, when Flush or Close asks, or
+// when a Produce call waits for buffer memory (sending is how memory comes
+// back). Each request takes at most one batch per partition and at most
+// max.request.size bytes.
+//
+// # One goroutine per broker, not one Sender thread
+//
+// Kafka's Sender is one thread that drives every broker connection through
+// a NetworkClient: it asks the accumulator which brokers have ready data,
+// skips a broker whose connection already has
+// max.in.flight.requests.per.connection requests out, drains and sends to
+// the others, and polls the selector for answers. In Go the scheduler is
+// the selector, and wire.Conn's Send blocks while the connection is full,
+// so a single loop would stall every broker behind the busiest one. Here
+// each broker has its own sender goroutine that drains only the partitions
+// it leads and may block on its own connection; answers are handled on
+// the connection's reader goroutine. Nothing is shared between senders
+// but the partitions' deques, each under its own mutex, as Kafka's deques
+// are under their own monitors.
+//
+// # Idempotence
+//
+// With enable.idempotence (the default with acks=all, as in Kafka 3.x) the
+// producer asks a broker for a producer id (InitProducerId) and stamps
+// each batch, when it is first sent, with the partition's next sequence
+// number. A retry sends the same bytes; up to five batches of a partition
+// are in flight, the five the broker remembers. When a batch comes back
+// for a retry, nothing more is sent for its partition until the others in
+// flight are back too, and then the deque (kept in the order the batches
+// were made) goes out again in order; a partition's batches never go to a
+// new leader while the old one still has some in flight. Answers:
+// DUPLICATE_SEQUENCE_NUMBER is success; OUT_OF_ORDER_SEQUENCE_NUMBER is
+// retried while an earlier batch of the partition is unresolved, and
+// otherwise fails the batch; UNKNOWN_PRODUCER_ID and INVALID_PRODUCER_EPOCH
+// fail it. A batch that fails after it was sent with a sequence (those
+// errors, retries or delivery.timeout.ms exhausted) leaves a gap, so the
+// producer takes a new producer id and every partition's sequences start
+// again at 0 (Kafka 2.5+ bumps the epoch instead, KIP-360); batches
+// already stamped and not in flight are restamped (record.PutHeader
+// rewrites the header and CRC, not the records).
+//
+// What is not handled: transactions; bumping the epoch with
+// InitProducerId v3+ (a new id is taken instead); retrying
+// UNKNOWN_PRODUCER_ID when the log start offset passed the producer's
+// last acknowledged offset (Kafka 2.8 does, resetting the sequence); a
+// batch still in flight under the old producer id when the id changes may
+// land after newer batches of its partition; compression ratio
+// estimation (a compressed batch holds batch.size bytes before
+// compression, so it travels smaller than batch.size, where Kafka fills it
+// to about batch.size after compression); KIP-794's adaptive partitioner.
+package producer

@@ -1,0 +1,231 @@
+package producer_test
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"maps"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kafkaworkbook/workbook/stage01-log/record"
+	"github.com/kafkaworkbook/workbook/stage02-reactor/broker"
+	"github.com/kafkaworkbook/workbook/stage06-performance/producer"
+	"github.com/kafkaworkbook/workbook/stage06-performance/wire"
+)
+
+// testLogger is quiet unless WORKBOOK_LOG=1.
+func testLogger() *slog.Logger {
+	if os.Getenv("WORKBOOK_LOG") == "1" {
+		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	return slog.New(slog.DiscardHandler)
+}
+
+// startBroker starts a stage 02 broker (one node, RF1) on 127.0.0.1 and
+// returns its address.
+func startBroker(t testing.TB, props ...string) string {
+	t.Helper()
+	kv := map[string]string{
+		"listeners": "PLAINTEXT://127.0.0.1:0",
+		"log.dirs":  filepath.Join(t.TempDir(), "logs"),
+	}
+	for i := 0; i+1 < len(props); i += 2 {
+		kv[props[i]] = props[i+1]
+	}
+	cfg, err := broker.ParseConfig(kv, testLogger())
+	require.NoError(t, err)
+	b, err := broker.New(cfg, broker.Options{Logger: testLogger()})
+	require.NoError(t, err)
+	require.NoError(t, b.Start())
+	t.Cleanup(func() { b.Shutdown(context.Background()) })
+	return b.Addr().String()
+}
+
+// createTopic creates a topic through the brokers at addrs.
+func createTopic(t testing.TB, addrs []string, topic string, partitions int32, rf int16) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c, err := wire.Dial(ctx, addrs[0], wire.Options{})
+	require.NoError(t, err)
+	defer c.Close()
+	req := kmsg.NewPtrCreateTopicsRequest()
+	ct := kmsg.NewCreateTopicsRequestTopic()
+	ct.Topic, ct.NumPartitions, ct.ReplicationFactor = topic, partitions, rf
+	req.Topics = append(req.Topics, ct)
+	req.TimeoutMillis = 10_000
+	resp, err := c.Request(ctx, req)
+	require.NoError(t, err)
+	require.NoError(t, kerr.ErrorForCode(resp.(*kmsg.CreateTopicsResponse).Topics[0].ErrorCode))
+}
+
+// newProducer starts a producer on addrs with Kafka keys over short test
+// timeouts; it is closed at the end of the test.
+func newProducer(t testing.TB, addrs []string, props ...string) *producer.Producer {
+	t.Helper()
+	kv := map[string]string{"bootstrap.servers": joinAddrs(addrs), "retry.backoff.ms": "20"}
+	for i := 0; i+1 < len(props); i += 2 {
+		kv[props[i]] = props[i+1]
+	}
+	cfg, err := producer.ParseConfig(kv)
+	require.NoError(t, err)
+	p, err := producer.New(cfg, producer.Options{Logger: testLogger()})
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		p.Close(ctx)
+	})
+	return p
+}
+
+func joinAddrs(addrs []string) string {
+	s := ""
+	for i, a := range addrs {
+		if i > 0 {
+			s += ","
+		}
+		s += a
+	}
+	return s
+}
+
+// acks collects callbacks: each record's result, once.
+type acks struct {
+	mu      sync.Mutex
+	got     map[string]ack // by value
+	twice   []string       // values whose callback ran more than once
+	failed  []error
+	changed chan struct{}
+}
+
+type ack struct {
+	partition int32
+	offset    int64
+}
+
+func newAcks() *acks { return &acks{got: map[string]ack{}, changed: make(chan struct{}, 1)} }
+
+// callback is the one callback every record of a test shares: no closure
+// per record.
+func (a *acks) callback(r *producer.Record, err error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if err != nil {
+		a.failed = append(a.failed, fmt.Errorf("%s: %w", r.Value, err))
+	} else {
+		if _, ok := a.got[string(r.Value)]; ok {
+			a.twice = append(a.twice, string(r.Value))
+		}
+		a.got[string(r.Value)] = ack{r.Partition, r.Offset}
+	}
+	select {
+	case a.changed <- struct{}{}:
+	default:
+	}
+}
+
+// count is the number of records acknowledged or failed.
+func (a *acks) count() int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return len(a.got) + len(a.failed)
+}
+
+func (a *acks) snapshot() (map[string]ack, []error, []string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return maps.Clone(a.got), append([]error(nil), a.failed...), append([]string(nil), a.twice...)
+}
+
+// waitFor waits until n callbacks have run.
+func (a *acks) waitFor(t testing.TB, n int, within time.Duration) {
+	t.Helper()
+	require.Eventually(t, func() bool { return a.count() >= n }, within, 5*time.Millisecond,
+		"%d of %d callbacks", a.count(), n)
+}
+
+// consumed is one record read back.
+type consumed struct {
+	partition int32
+	offset    int64
+	key       string
+	value     string
+	codec     uint8
+}
+
+// readAll reads every partition of topic from its start to its high
+// watermark with franz-go's consumer.
+func readAll(t testing.TB, addrs []string, topic string, partitions int32, want int) []consumed {
+	t.Helper()
+	offsets := map[int32]kgo.Offset{}
+	for p := range partitions {
+		offsets[p] = kgo.NewOffset().AtStart()
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addrs...), kgo.FetchMaxWait(100*time.Millisecond),
+		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: offsets}))
+	require.NoError(t, err)
+	defer cl.Close()
+	var out []consumed
+	deadline := time.Now().Add(60 * time.Second)
+	for len(out) < want {
+		require.True(t, time.Now().Before(deadline), "read %d of %d records", len(out), want)
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		fs := cl.PollFetches(ctx)
+		cancel()
+		fs.EachRecord(func(r *kgo.Record) {
+			out = append(out, consumed{r.Partition, r.Offset, string(r.Key), string(r.Value), r.Attrs.CompressionType()})
+		})
+	}
+	return out
+}
+
+// storedBatches fetches a partition's raw log from the broker at addr and
+// returns its batch headers: what the producer's batches became on disk.
+func storedBatches(t testing.TB, addr, topic string, partition int32) []record.BatchHeader {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c, err := wire.Dial(ctx, addr, wire.Options{})
+	require.NoError(t, err)
+	defer c.Close()
+	var out []record.BatchHeader
+	offset := int64(0)
+	for {
+		req := kmsg.NewPtrFetchRequest()
+		req.ReplicaID, req.MaxBytes, req.MaxWaitMillis = -1, 16<<20, 0
+		rt := kmsg.NewFetchRequestTopic()
+		rt.Topic = topic
+		rp := kmsg.NewFetchRequestTopicPartition()
+		rp.Partition, rp.FetchOffset, rp.PartitionMaxBytes = partition, offset, 16<<20
+		rt.Partitions = append(rt.Partitions, rp)
+		req.Topics = append(req.Topics, rt)
+		resp, err := c.Request(ctx, req)
+		require.NoError(t, err)
+		p := resp.(*kmsg.FetchResponse).Topics[0].Partitions[0]
+		require.NoError(t, kerr.ErrorForCode(p.ErrorCode))
+		data := p.RecordBatches
+		before := len(out)
+		for len(data) >= record.HeaderSize {
+			h, err := record.Validate(data)
+			if err != nil {
+				break // a partial batch at the end of the response
+			}
+			out = append(out, h)
+			data = data[h.Size():]
+			offset = h.NextOffset()
+		}
+		if len(out) == before || offset >= p.HighWatermark {
+			return out
+		}
+	}
+}

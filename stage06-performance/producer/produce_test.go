@@ -1,0 +1,76 @@
+package producer_test
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/kafkaworkbook/workbook/stage06-performance/producer"
+)
+
+func ctx(t testing.TB) context.Context {
+	c, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	t.Cleanup(cancel)
+	return c
+}
+
+// TestEveryRecordIsAcknowledgedOnceWithTheOffsetItWasStoredAt: records
+// with keys land on murmur2's partition, each callback runs once with the
+// offset a consumer then reads the record at.
+func TestEveryRecordIsAcknowledgedOnceWithTheOffsetItWasStoredAt(t *testing.T) {
+	addr := startBroker(t)
+	createTopic(t, []string{addr}, "orders", 3, 1)
+	p := newProducer(t, []string{addr}, "acks", "1", "linger.ms", "5")
+	a := newAcks()
+	const n = 5000
+	for i := range n {
+		key := fmt.Sprintf("customer-%d", i%97)
+		v := fmt.Sprintf("order-%d", i)
+		require.NoError(t, p.Produce(ctx(t), &producer.Record{Topic: "orders", Key: []byte(key), Value: []byte(v)}, a.callback))
+	}
+	require.NoError(t, p.Flush(ctx(t)))
+	got, failed, twice := a.snapshot()
+	require.Empty(t, failed)
+	require.Empty(t, twice)
+	require.Len(t, got, n)
+
+	for _, r := range readAll(t, []string{addr}, "orders", 3, n) {
+		require.Equal(t, ack{r.partition, r.offset}, got[r.value], "record %s", r.value)
+		require.Equal(t, producer.KeyPartition([]byte(r.key), 3), r.partition, "murmur2 chose the partition of %s", r.key)
+	}
+}
+
+// TestOrderPerPartitionHoldsWithFiveRequestsInFlight: keyless records
+// with many small batches (batch.size 1 KiB) and five requests in flight
+// are read back in the order produced on each partition.
+func TestOrderPerPartitionHoldsWithFiveRequestsInFlight(t *testing.T) {
+	addr := startBroker(t)
+	createTopic(t, []string{addr}, "ordered", 4, 1)
+	p := newProducer(t, []string{addr}, "acks", "1", "batch.size", "1024", "max.in.flight.requests.per.connection", "5")
+	a := newAcks()
+	const n = 20000
+	for i := range n {
+		require.NoError(t, p.Produce(ctx(t), &producer.Record{Topic: "ordered", Value: []byte(strconv.Itoa(i))}, a.callback))
+	}
+	require.NoError(t, p.Flush(ctx(t)))
+	_, failed, _ := a.snapshot()
+	require.Empty(t, failed)
+	last := map[int32]int{}
+	perPartition := map[int32]int{}
+	for _, r := range readAll(t, []string{addr}, "ordered", 4, n) {
+		v, err := strconv.Atoi(r.value)
+		require.NoError(t, err)
+		prev, ok := last[r.partition]
+		require.True(t, !ok || v > prev, "partition %d: %d after %d", r.partition, v, prev)
+		last[r.partition] = v
+		perPartition[r.partition]++
+	}
+	t.Logf("records per partition (sticky): %v", perPartition)
+	require.Greater(t, len(perPartition), 1, "the sticky partitioner moves on when a batch is full")
+	_ = strings.TrimSpace
+}

@@ -1,0 +1,240 @@
+package producer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// A sender drives one broker connection (see the package comment for why
+// one goroutine per broker rather than Kafka's single Sender thread): it
+// drains the batches of the partitions that broker leads into a Produce
+// request, sends it on the broker's wire.Conn, and goes on draining while
+// the answers come back. wire.Conn.Send waits while
+// max.in.flight.requests.per.connection requests are unanswered: that
+// wait is where batches grow while the broker is busy.
+type sender struct {
+	p      *Producer
+	broker int32
+	wake   chan struct{} // capacity 1: "look again", coalesced
+}
+
+func newSender(p *Producer, broker int32) *sender {
+	return &sender{p: p, broker: broker, wake: make(chan struct{}, 1)}
+}
+
+// signal asks the sender to look at its partitions again; it never
+// blocks.
+func (s *sender) signal() {
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+}
+
+// run is the sender's loop: wait for a signal or for the next linger or
+// backoff to end, then drain and send until nothing is ready.
+func (s *sender) run(ctx context.Context) {
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	start := 0 // rotates where drain begins, so no partition always goes last (Kafka's drainIndex)
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-s.wake:
+		case <-timer.C:
+		}
+		for ctx.Err() == nil {
+			id := noProducerID
+			if s.p.cfg.Idempotence {
+				var err error
+				if id, err = s.p.producerID(ctx); err != nil {
+					s.p.logf("InitProducerId: %v", err)
+					timer.Reset(s.p.cfg.RetryBackoff)
+					break
+				}
+			}
+			batches, wait := s.p.acc.drain(s.broker, time.Now(), id, start, nil)
+			start++
+			if len(batches) == 0 {
+				if wait > 0 {
+					timer.Reset(wait)
+				}
+				break
+			}
+			s.send(ctx, batches)
+		}
+	}
+}
+
+// send writes one Produce request with batches; its answer is handled on
+// the connection's reader goroutine.
+func (s *sender) send(ctx context.Context, batches []*batch) {
+	conn, err := s.p.pool.Broker(ctx, s.broker)
+	if err != nil {
+		s.p.completeAll(batches, fmt.Errorf("broker %d: %w", s.broker, err))
+		return
+	}
+	req := kmsg.NewPtrProduceRequest()
+	req.Acks = s.p.cfg.Acks
+	req.TimeoutMillis = int32(s.p.cfg.RequestTimeout.Milliseconds())
+	for _, b := range batches {
+		i := len(req.Topics) - 1
+		for ; i >= 0 && req.Topics[i].Topic != b.part.topic; i-- {
+		}
+		if i < 0 {
+			req.Topics = append(req.Topics, kmsg.ProduceRequestTopic{Topic: b.part.topic})
+			i = len(req.Topics) - 1
+		}
+		req.Topics[i].Partitions = append(req.Topics[i].Partitions,
+			kmsg.ProduceRequestTopicPartition{Partition: b.part.index, Records: b.buf})
+	}
+	err = conn.Send(ctx, req, func(resp kmsg.Response, err error) {
+		if err != nil {
+			s.p.completeAll(batches, err)
+			return
+		}
+		s.p.complete(batches, resp)
+	})
+	if err != nil {
+		s.p.completeAll(batches, err)
+	}
+}
+
+// complete handles a Produce response (nil for acks=0, whose requests
+// have none): each batch is acknowledged, sent again or failed.
+func (p *Producer) complete(batches []*batch, resp kmsg.Response) {
+	now := time.Now()
+	pr, _ := resp.(*kmsg.ProduceResponse)
+	for _, b := range batches {
+		if pr == nil {
+			p.succeed(b, -1)
+			continue
+		}
+		code, base, found := int16(0), int64(-1), false
+		for i := range pr.Topics {
+			if pr.Topics[i].Topic != b.part.topic {
+				continue
+			}
+			for j := range pr.Topics[i].Partitions {
+				if pp := &pr.Topics[i].Partitions[j]; pp.Partition == b.part.index {
+					code, base, found = pp.ErrorCode, pp.BaseOffset, true
+				}
+			}
+		}
+		switch {
+		case !found:
+			p.retryOrFail(b, fmt.Errorf("producer: the response has no %s-%d", b.part.topic, b.part.index), now)
+		case code == 0 || code == kerr.DuplicateSequenceNumber.Code:
+			// A duplicate is a retry of a batch the broker already has:
+			// it was delivered (the broker answers its first offset, or
+			// -1 if it no longer knows it).
+			p.succeed(b, base)
+		default:
+			p.retryOrFail(b, kerr.ErrorForCode(code), now)
+		}
+	}
+	p.wakeAll()
+}
+
+// completeAll handles a request that got no answer: the connection died,
+// timed out or could not be had. Every batch in it may be sent again.
+func (p *Producer) completeAll(batches []*batch, err error) {
+	now := time.Now()
+	for _, b := range batches {
+		p.retryOrFail(b, err, now)
+	}
+	p.requestRefresh() // the broker may be gone: ask who leads now
+	p.wakeAll()
+}
+
+// retryOrFail sends b again after retry.backoff.ms if err allows it and
+// b still has time and retries left; otherwise its records fail with err.
+func (p *Producer) retryOrFail(b *batch, err error, now time.Time) {
+	retry := p.retriable(b, err)
+	if errors.Is(err, kerr.NotLeaderForPartition) || errors.Is(err, kerr.UnknownTopicOrPartition) ||
+		errors.Is(err, kerr.LeaderNotAvailable) || errors.Is(err, kerr.FencedLeaderEpoch) {
+		p.requestRefresh() // Kafka's Sender: these errors mean our metadata is stale
+	}
+	switch {
+	case !retry:
+	case b.attempts > p.cfg.Retries:
+		err = fmt.Errorf("producer: %s-%d: gave up after %d retries: %w", b.part.topic, b.part.index, p.cfg.Retries, err)
+	case now.Sub(b.created) >= p.cfg.DeliveryTimeout:
+		err = fmt.Errorf("producer: expiring %d record(s) for %s-%d: %d ms has passed since batch creation: %w",
+			b.records(), b.part.topic, b.part.index, now.Sub(b.created).Milliseconds(), err)
+	default:
+		if p.acc.reenqueue(b, now) {
+			return
+		}
+		err = ErrClosed
+	}
+	p.fail(b, err, true)
+}
+
+// retriable is Kafka's canRetry for one error. A sequence the broker
+// refuses as out of order is retried when an earlier batch of the
+// partition is unresolved (it will be resent first, and this one after
+// it); when this batch was the next the broker should expect, the broker
+// lost the producer's state and the batch fails (see fail).
+func (p *Producer) retriable(b *batch, err error) bool {
+	if p.cfg.Acks == 0 || p.runCtx.Err() != nil {
+		return false
+	}
+	var kerrErr *kerr.Error
+	if !errors.As(err, &kerrErr) {
+		return true // the connection: died, timed out, refused
+	}
+	switch kerrErr {
+	case kerr.OutOfOrderSequenceNumber:
+		return !p.acc.nextExpected(b)
+	case kerr.UnknownProducerID, kerr.InvalidProducerEpoch:
+		return false
+	}
+	return kerrErr.Retriable
+}
+
+// succeed runs b's callbacks with the offsets the leader assigned.
+func (p *Producer) succeed(b *batch, base int64) {
+	p.acc.acknowledged(b, true)
+	for i := range b.pending {
+		pr := &b.pending[i]
+		pr.r.Offset = -1
+		if base >= 0 {
+			pr.r.Offset = base + int64(i)
+		}
+		if pr.cb != nil {
+			pr.cb(pr.r, nil)
+		}
+	}
+	p.acc.done(b)
+	b.release()
+}
+
+// fail runs b's callbacks with err. A batch that was sent with a sequence
+// number and fails leaves a gap the broker would refuse every later batch
+// for: the producer takes a new producer id (Kafka 2.5+ bumps the epoch,
+// KIP-360), and the partition's sequences start again at 0. inFlight says
+// whether b comes back from a request or from its deque.
+func (p *Producer) fail(b *batch, err error, inFlight bool) {
+	if inFlight {
+		p.acc.acknowledged(b, false)
+	}
+	if p.cfg.Idempotence && b.stamped {
+		p.resetProducerID(producerID{b.header.ProducerID, b.header.ProducerEpoch})
+	}
+	for i := range b.pending {
+		pr := &b.pending[i]
+		pr.r.Offset = -1
+		if pr.cb != nil {
+			pr.cb(pr.r, err)
+		}
+	}
+	p.acc.done(b)
+	b.release()
+}
