@@ -13,28 +13,28 @@
 // it commits on another. A mutex over the offsets would put all of them
 // in one queue on the hot path. Instead:
 //
-//	                     Consumer.assigned: atomic.Pointer[assignment]
-//	                     (immutable map; a change swaps in a new one)
-//	                                 │
-//	        ┌────────────────────────┼─────────────────────────┐
-//	        ▼                        ▼                         ▼
-//	 partitionState t-0       partitionState t-1        partitionState t-2
-//	 leader        1          leader        2           leader        1
-//	 fetchOffset ◄─CAS─┐      fetchOffset               fetchOffset
-//	 position    ◄─CAS─┼─┐    position                  position
-//	 consumed    ◄─────┼─┼─┐  consumed                  consumed
-//	 committed   ◄─────┼─┼─┼─┐committed                 committed
-//	 highWatermark     │ │ │ │
-//	                   │ │ │ │
-//	 fetcher(broker 1) ┘ │ │ └ committer (auto.commit.interval.ms), CommitSync
-//	 fetcher(broker 2)   │ └── Poll start: the previous Poll's records are consumed
-//	   │                 └──── Poll: records handed out
-//	   └─► fetched (chan, BufferedFetches deep) ─► Poll ─► application
+//	                    Consumer.assigned: atomic.Pointer[assignment]
+//	                    (immutable map; a change swaps in a new one)
+//	                                │
+//	       ┌────────────────────────┼─────────────────────────┐
+//	       ▼                        ▼                         ▼
+//	partitionState t-0       partitionState t-1        partitionState t-2
+//	leader        1          leader        2           leader        1
+//	fetchOffset ◄─CAS─┐      fetchOffset               fetchOffset
+//	position    ◄─CAS─┼─┐    position                  position
+//	consumed    ◄─────┼─┼─┐  consumed                  consumed
+//	committed   ◄─────┼─┼─┼─┐committed                 committed
+//	highWatermark     │ │ │ │
+//	                  │ │ │ │
+//	fetcher(broker 1) ┘ │ │ └ committer (auto.commit.interval.ms), CommitSync
+//	fetcher(broker 2)   │ └── Poll start: the previous Poll's records are consumed
+//	  │                 └──── Poll: records handed out
+//	  └─► fetched (chan, BufferedFetches deep) ─► Poll ─► application
 //
-//	 member (group.id): FindCoordinator, JoinGroup, SyncGroup (range or
-//	 roundrobin, run by the leader), Heartbeat; on REBALANCE_IN_PROGRESS
-//	 commit consumed, publish an empty assignment, rejoin; OffsetFetch
-//	 on assignment; LeaveGroup on Close.
+//	member (group.id): FindCoordinator, JoinGroup, SyncGroup (range or
+//	roundrobin, run by the leader), Heartbeat; on REBALANCE_IN_PROGRESS
+//	commit consumed, publish an empty assignment, rejoin; OffsetFetch
+//	on assignment; LeaveGroup on Close.
 //
 // Every writer of an offset moves it with a CompareAndSwap from the value
 // it started from, so a write based on a stale read fails instead of

@@ -1,0 +1,119 @@
+package consumer_test
+
+import (
+	"context"
+	"errors"
+	"math/rand/v2"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/kafkaworkbook/workbook/stage06-performance/consumer"
+)
+
+// TestOffsetsNeedNoLockUnderConcurrentPollCommitAndReassignment: Poll on
+// one goroutine, CommitSync and CommitAsync on another, Seek and Assign
+// on a third, Position and Committed read on a fourth, all at once (run
+// under -race). Every record Poll returns is the one produced at its
+// offset, offsets within one Poll rise per partition, and after the storm
+// a seek to the start reads every partition whole, in order.
+func TestOffsetsNeedNoLockUnderConcurrentPollCommitAndReassignment(t *testing.T) {
+	addr := startFake(t, 2)
+	const topic, n = "storm", 2000
+	createTopic(t, addr, topic, 4)
+	want := produce(t, addr, topic, n, kgo.Lz4Compression())
+	c := newConsumer(t, config(t, addr, map[string]string{"group.id": "storm", "max.poll.records": "37",
+		"max.partition.fetch.bytes": "2048", "auto.commit.interval.ms": "5"}))
+	all := partitions(topic, 4)
+	require.NoError(t, c.Assign(deadline(t, 10*time.Second), all...))
+
+	ctx, stop := context.WithCancel(deadline(t, 60*time.Second))
+	var wg sync.WaitGroup
+	polled := 0
+	wg.Go(func() { // the application
+		for ctx.Err() == nil {
+			recs, err := c.Poll(ctx)
+			if errors.Is(err, context.Canceled) {
+				return
+			}
+			require.NoError(t, err)
+			last := map[int32]int64{}
+			for i := range recs {
+				r := &recs[i]
+				require.Equal(t, want[r.Partition][r.Offset], received(r), "the record at %d[%d]", r.Partition, r.Offset)
+				if prev, ok := last[r.Partition]; ok {
+					require.Greater(t, r.Offset, prev)
+				}
+				last[r.Partition] = r.Offset
+			}
+			polled += len(recs)
+		}
+	})
+	wg.Go(func() { // a committer besides the automatic one
+		for ctx.Err() == nil {
+			if err := c.CommitSync(ctx); err != nil && ctx.Err() == nil {
+				require.NoError(t, err)
+			}
+			c.CommitAsync(nil)
+		}
+	})
+	wg.Go(func() { // an observer
+		for ctx.Err() == nil {
+			for _, tp := range all {
+				c.Position(tp)
+				c.Committed(tp)
+			}
+			c.Assignment()
+		}
+	})
+	r := rand.New(rand.NewPCG(1, 2))
+	for i := range 300 { // the reassigner
+		switch i % 10 {
+		case 0:
+			require.NoError(t, c.Assign(ctx, all[:1+r.IntN(4)]...))
+		case 5:
+			require.NoError(t, c.Assign(ctx, all...))
+		default:
+			tp := all[r.IntN(4)]
+			if err := c.Seek(tp, int64(r.IntN(n/4))); err != nil {
+				require.NotContains(t, c.Assignment(), tp, "Seek fails only for what is not assigned")
+			}
+		}
+		time.Sleep(time.Duration(r.IntN(2000)) * time.Microsecond) // jitter between changes, not a wait for a condition
+	}
+	stop()
+	wg.Wait()
+	require.Positive(t, polled)
+
+	require.NoError(t, c.Assign(deadline(t, 10*time.Second), all...))
+	for _, tp := range all {
+		require.NoError(t, c.Seek(tp, 0))
+	}
+	got := pollUntil(t, deadline(t, 30*time.Second), c, n)
+	require.Equal(t, want, got)
+}
+
+// TestCloseCommitsAndFailsLaterCalls: Close commits the positions; calls
+// after it fail with ErrClosed.
+func TestCloseCommitsAndFailsLaterCalls(t *testing.T) {
+	addr := startFake(t, 1)
+	createTopic(t, addr, "close", 1)
+	produce(t, addr, "close", 100, kgo.NoCompression())
+	c := newConsumer(t, config(t, addr, map[string]string{"group.id": "closers", "enable.auto.commit": "false"}))
+	tp := consumer.TopicPartition{Topic: "close", Partition: 0}
+	require.NoError(t, c.Assign(deadline(t, 10*time.Second), tp))
+	pollUntil(t, deadline(t, 10*time.Second), c, 100)
+	require.NoError(t, c.Close(deadline(t, 10*time.Second)))
+	_, err := c.Poll(context.Background())
+	require.ErrorIs(t, err, consumer.ErrClosed)
+	require.ErrorIs(t, c.Close(context.Background()), consumer.ErrClosed)
+
+	again := newConsumer(t, config(t, addr, map[string]string{"group.id": "closers"}))
+	require.NoError(t, again.Assign(deadline(t, 10*time.Second), tp))
+	off, ok := again.Committed(tp)
+	require.True(t, ok)
+	require.EqualValues(t, 100, off)
+}
