@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -197,4 +198,17 @@ func TestMergeAddsWindows(t *testing.T) {
 	require.LessOrEqual(t, m.Quantile(0.5), m.Quantile(0.999))
 	require.LessOrEqual(t, m.Quantile(0.999), m.Max)
 	require.Zero(t, loadgen.Result{}.Quantile(0.99))
+}
+
+func TestAppendRequestIsUsedInsteadOfMakeRequest(t *testing.T) {
+	addr := echoServer(t, false)
+	var calls atomic.Int64
+	res, err := loadgen.Run(context.Background(), loadgen.Config{Addr: addr, Conns: 2, InFlight: 3, Requests: 100,
+		AppendRequest: func(dst []byte, corr int32) []byte {
+			calls.Add(1)
+			return append(binary.BigEndian.AppendUint32(dst, uint32(corr)), "and a body"...)
+		}})
+	require.NoError(t, err)
+	require.EqualValues(t, 100, res.Requests)
+	require.EqualValues(t, 100, calls.Load())
 }
