@@ -30,12 +30,26 @@ var (
 func BenchmarkWritePageCache(b *testing.B) { benchWrites(b, writeCacheBytes, 0) }
 
 // BenchmarkWriteFdatasync is BenchmarkWritePageCache with an fdatasync
-// after every MiB written (Log.Flush for the log, which is fsync of the
+// every so many bytes written (Log.Flush for the log, which is fsync of the
 // segment and of its two indexes, as Kafka's flush.messages would do):
-// what reaches the device, in the order the modes write it.
+// what reaches the device, in the order and the amounts the modes write
+// it. Three intervals: every 4 KiB write (4 MiB a mode: it is slow), every
+// MiB, and once at the end of 64 MiB.
 //
 //	go test -run '^$' -bench WriteFdatasync -benchtime 3x -count 3 ./diskbench
-func BenchmarkWriteFdatasync(b *testing.B) { benchWrites(b, writeSyncBytes, 1<<20) }
+func BenchmarkWriteFdatasync(b *testing.B) {
+	for _, c := range []struct {
+		name      string
+		size      int64
+		syncEvery int
+	}{
+		{"every=4KiB", writeSyncBytes / 16, diskbench.BlockSize},
+		{"every=1MiB", writeSyncBytes, 1 << 20},
+		{"every=64MiB", writeSyncBytes, 64 << 20},
+	} {
+		b.Run(c.name, func(b *testing.B) { benchWrites(b, c.size, c.syncEvery) })
+	}
+}
 
 // writeMode writes size bytes of 4 KiB blocks one way in round, and tells
 // how long the writing took (setup and cleanup excluded).
