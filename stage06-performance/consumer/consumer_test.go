@@ -90,3 +90,37 @@ func TestParseConfigNamesTheBadKeyAndValue(t *testing.T) {
 	require.Equal(t, 250*time.Millisecond, cfg.FetchMaxWait)
 	require.Equal(t, 500, cfg.MaxPollRecords, "Kafka's default")
 }
+
+// TestALeaderChangeMovesPartitionsToTheNewLeadersFetcher: when every
+// partition's leader moves to another broker, the old leader answers
+// NOT_LEADER_OR_FOLLOWER, the consumer refreshes its metadata, and the
+// new leaders' fetchers continue each partition where it was: every
+// record once, in order.
+func TestALeaderChangeMovesPartitionsToTheNewLeadersFetcher(t *testing.T) {
+	fake := startFakeCluster(t, 3)
+	addr := fake.ListenAddrs()[0]
+	const topic = "moving"
+	createTopic(t, addr, topic, 3)
+	want := produce(t, addr, topic, 900, kgo.NoCompression())
+	c := newConsumer(t, config(t, addr, map[string]string{"max.poll.records": "50"}))
+	require.NoError(t, c.Assign(deadline(t, 10*time.Second), partitions(topic, 3)...))
+	got := pollUntil(t, deadline(t, 20*time.Second), c, 300)
+
+	for p := range int32(3) {
+		from := fake.LeaderFor(topic, p)
+		require.NoError(t, fake.MoveTopicPartition(topic, p, (from+1)%3))
+	}
+	more := produce(t, addr, topic, 900, kgo.NoCompression())
+	for p, recs := range more {
+		want[p] = append(want[p], recs...)
+	}
+	left := 1800
+	for _, recs := range got {
+		left -= len(recs)
+	}
+	rest := pollUntil(t, deadline(t, 30*time.Second), c, left)
+	for p, recs := range rest {
+		got[p] = append(got[p], recs...)
+	}
+	require.Equal(t, want, got)
+}

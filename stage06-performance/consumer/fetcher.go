@@ -3,6 +3,7 @@ package consumer
 import (
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -39,7 +40,8 @@ type chunk struct {
 type fetcher struct {
 	c      *Consumer
 	broker int32
-	rotate int // where the next request's partition list starts (fairness under fetch.max.bytes)
+	rotate int  // where the next request's partition list starts (fairness under fetch.max.bytes)
+	stale  bool // the last response said the metadata is stale: wait for a refresh before the next
 }
 
 func (f *fetcher) run() {
@@ -76,8 +78,18 @@ func (f *fetcher) run() {
 			}
 			continue
 		}
+		f.stale = false
 		if err := f.fetchOnce(conn, mine); err != nil {
 			f.failed(err)
+		}
+		if f.stale { // don't ask again before the leaders may have moved
+			t := time.NewTimer(c.cfg.RetryBackoff)
+			select {
+			case <-wake:
+			case <-t.C:
+			case <-c.ctx.Done():
+			}
+			t.Stop()
 		}
 	}
 }
@@ -175,6 +187,7 @@ func (f *fetcher) partition(s *partitionState, off int64, p *kmsg.FetchResponseT
 		// partition moves to its new leader's fetcher.
 		c.log.Info("fetch error: refreshing metadata", "topic", s.tp.Topic, "partition", s.tp.Partition, "err", err)
 		c.refreshSoon()
+		f.stale = true
 		return chunk{}, false
 	}
 	s.highWatermark.Store(p.HighWatermark)

@@ -34,13 +34,19 @@ func startBroker(t testing.TB) string {
 	return b.Addr().String()
 }
 
-// startFake starts franz-go's in-memory cluster (consumer groups included).
+// startFake starts franz-go's in-memory cluster (consumer groups
+// included) and returns a broker's address.
 func startFake(t testing.TB, brokers int) string {
+	t.Helper()
+	return startFakeCluster(t, brokers).ListenAddrs()[0]
+}
+
+func startFakeCluster(t testing.TB, brokers int) *kfake.Cluster {
 	t.Helper()
 	c, err := kfake.NewCluster(kfake.NumBrokers(brokers), kfake.Ports(make([]int, brokers)...))
 	require.NoError(t, err)
 	t.Cleanup(c.Close)
-	return c.ListenAddrs()[0]
+	return c
 }
 
 func deadline(t testing.TB, d time.Duration) context.Context {
