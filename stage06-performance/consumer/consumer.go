@@ -5,13 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"maps"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kafkaworkbook/workbook/stage06-performance/wire"
 )
@@ -23,9 +19,9 @@ var ErrClosed = errors.New("consumer: closed")
 // (Subscribe) or by hand (Assign). Its methods are safe for concurrent
 // use; Poll calls are serialized (see Poll).
 type Consumer struct {
-	cfg  Config
-	log  *slog.Logger
-	pool *wire.Pool
+	cfg  Config       // immutable after New
+	log  *slog.Logger // immutable after New
+	pool *wire.Pool   // one connection per broker and the metadata; safe for concurrent use
 
 	// assigned is the current assignment, swapped whole (swapAssignment);
 	// its partition states are read and written with atomics only.
@@ -51,7 +47,7 @@ type Consumer struct {
 
 	fetchersMu sync.Mutex         // guards fetchers (not offsets: brokers come and go)
 	fetchers   map[int32]*fetcher // by broker id, started on first need, run until Close
-	closed     atomic.Bool
+	closed     atomic.Bool        // set once by Close
 }
 
 // New starts a consumer with nothing assigned: call Subscribe (with a
@@ -201,103 +197,6 @@ func (c *Consumer) Close(ctx context.Context) error {
 	return err
 }
 
-// leaderOf is tp's leader in the last metadata, -1 if unknown.
-func (c *Consumer) leaderOf(tp TopicPartition) int32 {
-	m := c.pool.Metadata()
-	if m == nil {
-		return -1
-	}
-	t := m.Topics[tp.Topic]
-	if t == nil || int(tp.Partition) >= len(t.Partitions) || tp.Partition < 0 {
-		return -1
-	}
-	return t.Partitions[tp.Partition].Leader
-}
-
-func (c *Consumer) refreshSoon() {
-	select {
-	case c.refresh <- struct{}{}:
-	default:
-	}
-}
-
-func (c *Consumer) reportErr(err error) {
-	select {
-	case c.errs <- err:
-	default: // Poll has not collected the last ones: it will see those
-	}
-}
-
-// metadataLoop keeps the partitions' leaders current and a fetcher
-// running for every broker that leads one: on demand (an assignment, a
-// NOT_LEADER answer) and every metadata.max.age.ms.
-func (c *Consumer) metadataLoop() {
-	tick := time.NewTicker(c.cfg.MetadataMaxAge)
-	defer tick.Stop()
-	for {
-		select {
-		case <-c.ctx.Done():
-			return
-		case <-tick.C:
-		case <-c.refresh:
-		}
-		topics := c.wantedTopics()
-		if len(topics) == 0 {
-			continue
-		}
-		m, err := c.pool.Refresh(c.ctx, topics)
-		if err != nil {
-			c.log.Warn("metadata refresh failed", "err", err)
-			c.sleep(c.cfg.RetryBackoff)
-			c.refreshSoon()
-			continue
-		}
-		missing := false
-		for _, s := range c.assigned.Load().list {
-			leader := int32(-1)
-			if t := m.Topics[s.tp.Topic]; t != nil && int(s.tp.Partition) < len(t.Partitions) {
-				leader = t.Partitions[s.tp.Partition].Leader
-			}
-			s.leader.Store(leader)
-			if leader < 0 {
-				missing = true
-			} else {
-				c.startFetcher(leader)
-			}
-		}
-		c.changed.broadcast()
-		if missing { // no leader yet (a topic being created, an election)
-			c.sleep(c.cfg.RetryBackoff)
-			c.refreshSoon()
-		}
-	}
-}
-
-// wantedTopics are the assigned topics and the group's subscription.
-func (c *Consumer) wantedTopics() []string {
-	set := map[string]bool{}
-	for _, s := range c.assigned.Load().list {
-		set[s.tp.Topic] = true
-	}
-	if c.group != nil {
-		for _, t := range c.group.topics() {
-			set[t] = true
-		}
-	}
-	return slices.Sorted(maps.Keys(set))
-}
-
-func (c *Consumer) startFetcher(broker int32) {
-	c.fetchersMu.Lock()
-	defer c.fetchersMu.Unlock()
-	if c.fetchers[broker] != nil || c.ctx.Err() != nil {
-		return
-	}
-	f := &fetcher{c: c, broker: broker}
-	c.fetchers[broker] = f
-	c.wg.Go(f.run)
-}
-
 // sleep waits d or until Close.
 func (c *Consumer) sleep(d time.Duration) {
 	t := time.NewTimer(d)
@@ -306,55 +205,4 @@ func (c *Consumer) sleep(d time.Duration) {
 	case <-t.C:
 	case <-c.ctx.Done():
 	}
-}
-
-// broadcaster wakes every goroutine waiting on it: wait returns a channel
-// closed by the next broadcast.
-type broadcaster struct {
-	mu sync.Mutex
-	ch chan struct{} // closed and replaced by broadcast. Protected by mu.
-}
-
-func (b *broadcaster) init() { b.ch = make(chan struct{}) }
-
-func (b *broadcaster) wait() <-chan struct{} {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.ch
-}
-
-func (b *broadcaster) broadcast() {
-	b.mu.Lock()
-	close(b.ch)
-	b.ch = make(chan struct{})
-	b.mu.Unlock()
-}
-
-// capped lowers the highest version of a request that Conn negotiates:
-// Fetch v13+ and OffsetCommit/OffsetFetch v9+ name topics by ID or by
-// group batch, which this client does not speak; Kafka 3.x brokers in
-// ZooKeeper mode (our target) and kfake serve the lower versions too.
-type capped struct {
-	kmsg.Request
-	max int16
-}
-
-func (r capped) MaxVersion() int16 { return min(r.max, r.Request.MaxVersion()) }
-
-// request sends req (capped at version max, 0 for no cap) to conn and
-// waits for its response, of type R.
-func request[R kmsg.Response](ctx context.Context, conn *wire.Conn, req kmsg.Request, max int16) (R, error) {
-	var zero R
-	if max > 0 {
-		req = capped{req, max}
-	}
-	resp, err := conn.Request(ctx, req)
-	if err != nil {
-		return zero, err
-	}
-	r, ok := resp.(R)
-	if !ok {
-		return zero, fmt.Errorf("consumer: %s answered with %T", conn.Addr(), resp)
-	}
-	return r, nil
 }
