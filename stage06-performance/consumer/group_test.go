@@ -94,8 +94,18 @@ func TestCommitsSurviveARestartOfTheBroker(t *testing.T) {
 // TestGroupMembersSplitThePartitionsAndHandThemOver: two members of a
 // group take two of four partitions each (range); when one closes, the
 // other takes all four and reads the leaver's from where it committed.
+// On kfake and through stage 05's coordinator in a stage 06 broker.
 func TestGroupMembersSplitThePartitionsAndHandThemOver(t *testing.T) {
-	addr := startFake(t, 2)
+	t.Run("kfake", func(t *testing.T) { splitAndHandOver(t, startFake(t, 2)) })
+	t.Run("stage06", func(t *testing.T) {
+		ens := zktest.StartStandalone(t)
+		c := brokertest.Start(t, ens, 1, map[string]string{"group.initial.rebalance.delay.ms": "0",
+			"offsets.topic.replication.factor": "1", "offsets.topic.num.partitions": "3"})
+		splitAndHandOver(t, c.Addrs()[0])
+	})
+}
+
+func splitAndHandOver(t *testing.T, addr string) {
 	const topic, n = "split", 4000
 	createTopic(t, addr, topic, 4)
 	want := produce(t, addr, topic, n, kgo.NoCompression())
