@@ -75,6 +75,11 @@ const maxFreeBuffers = 8
 // Calling Poll says the application is done with the records of the
 // previous one: their offsets become what the background committer
 // commits (enable.auto.commit).
+//
+// An error comes with the records read before it: a partition that
+// cannot start (auto.offset.reset=none), a batch that fails its CRC or
+// cannot be decoded (the partition is fetched again from its position),
+// ctx's error, or ErrClosed.
 func (c *Consumer) Poll(ctx context.Context) ([]Record, error) {
 	p := &c.poller
 	p.mu.Lock()
@@ -130,12 +135,12 @@ func (p *poller) begin() {
 	clear(p.out) // let the previous records' bytes go
 	p.out = p.out[:0]
 	p.headers = p.headers[:0]
-	if p.ck != nil && p.ck.position.Load() != p.pos {
-		p.dropChunk() // a concurrent Poll cannot happen; a new state can, and then ck is not current
+	if p.ck != nil && !p.c.assigned.Load().current(p.ck) {
+		p.dropChunk() // the rest of a chunk whose partition was sought, reset or revoked since
 	}
 }
 
-// deliver appends records to p.out from the current fetch until max or
+// deliver appends records to p.out from the current fetch until limit or
 // its end.
 func (p *poller) deliver(limit int) error {
 	for len(p.out) < limit {
@@ -146,7 +151,10 @@ func (p *poller) deliver(limit int) error {
 		from := p.pos
 		err := p.walk(limit)
 		// Publish the new position; if a seek, a reset or a rebalance
-		// replaced the state meanwhile, take back what was appended.
+		// replaced the state meanwhile, take back what was appended. (A
+		// swap between the check and the CompareAndSwap lets the records
+		// out; whoever reads the partition next reads them again: at
+		// least once.)
 		s := p.ck
 		if !p.c.assigned.Load().current(s) || !s.position.CompareAndSwap(from, p.pos) {
 			clear(p.out[start:])
@@ -194,7 +202,7 @@ func (p *poller) nextChunk() bool {
 }
 
 // walk appends the current chunk's records at or after p.pos to p.out,
-// until max or the chunk's end.
+// until limit or the chunk's end.
 func (p *poller) walk(limit int) error {
 	for len(p.out) < limit {
 		if !p.inBatch {
