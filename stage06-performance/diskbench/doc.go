@@ -21,8 +21,12 @@
 // or by pread, and a reader that walks a log the way a fetch does. Run the
 // benchmarks with
 //
-//	cd stage06-performance && go test -run '^$' -bench . -benchtime 3x -count 3 ./diskbench
+//	cd stage06-performance
+//	go test -run '^$' -bench 'Write|ReadHotCold' -benchtime 3x -count 3 ./diskbench
+//	go test -run '^$' -bench 'IndexSearch|FindBatch' -count 3 ./diskbench
 //
-// Each reports its figures with b.ReportMetric, so one line holds both
-// sides and their ratio; the figures that travel are the ratios.
+// (the first kind makes one round an iteration, about a second each; the
+// second makes one lookup an iteration). Each reports its figures with
+// b.ReportMetric, so one line holds both sides and their ratio; the
+// figures that travel are the ratios.
 package diskbench
