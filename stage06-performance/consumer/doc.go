@@ -5,13 +5,15 @@
 // Why this is the §2.3.1 point in Go. Kafka's KafkaConsumer is
 // single-threaded by contract: poll, commit, seek and the rebalance
 // callbacks all run on the application's thread (a second thread gets a
-// ConcurrentModificationException), so its SubscriptionState can keep
-// positions in plain fields. A Go consumer is shared by goroutines: the
-// fetchers (one per broker) run ahead of the application, the committer
-// commits in the background, the group's heartbeat goroutine revokes and
-// assigns partitions, and the application may Poll on one goroutine while
-// it commits on another. A mutex over the offsets would put all of them
-// in one queue on the hot path. Instead:
+// ConcurrentModificationException). Its SubscriptionState does guard the
+// positions with a lock (its methods are synchronized, for the background
+// heartbeat thread), but one that is almost never contended: only the
+// application's thread moves positions. A Go consumer is shared by
+// goroutines: the fetchers (one per broker) run ahead of the application,
+// the committer commits in the background, the group's heartbeat
+// goroutine revokes and assigns partitions, and the application may Poll
+// on one goroutine while it commits on another. A mutex over the offsets
+// would put all of them in one queue on the hot path. Instead:
 //
 //	                    Consumer.assigned: atomic.Pointer[assignment]
 //	                    (immutable map; a change swaps in a new one)
