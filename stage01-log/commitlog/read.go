@@ -72,8 +72,11 @@ func (l *Log) ReadUpTo(offset int64, maxBytes int, maxOffset int64) (Region, err
 			return Region{}, nil
 		}
 		end := s.size
-		if i == len(l.segments)-1 || l.segments[i+1].baseOffset > maxOffset {
-			// The bound may fall inside this segment: stop at its batch.
+		// The bound may fall inside this segment: stop at its batch. A
+		// bound at the log end is the last segment's end, found without a
+		// second lookup (a follower's fetch, and a consumer's once the
+		// high watermark has caught up: the common case).
+		if maxOffset < l.nextOffset && (i == len(l.segments)-1 || l.segments[i+1].baseOffset > maxOffset) {
 			if bpos, _, ok, err := s.translateOffset(maxOffset); err != nil {
 				return Region{}, err
 			} else if ok {
