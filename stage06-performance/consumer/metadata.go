@@ -51,6 +51,9 @@ func (c *Consumer) metadataLoop() {
 			continue
 		}
 		m, err := c.pool.Refresh(c.ctx, topics)
+		if c.ctx.Err() != nil {
+			return // closed
+		}
 		if err != nil {
 			c.log.Warn("metadata refresh failed", "err", err)
 			c.sleep(c.cfg.RetryBackoff)

@@ -4,7 +4,7 @@
 //
 //	consumer-perf --bootstrap-server 127.0.0.1:9092 --topic t --messages 1000000 \
 //	    [--group perf-consumer-1234] [--timeout 10000] [--reporting-interval 5000] \
-//	    [--fetch-size 1048576] [--from-latest] [-client ours|franz-go]
+//	    [--fetch-size 1048576] [--from-latest] [-client ours|franz-go] [--fetch-ahead 4]
 //
 // It joins the group (Kafka's tool always subscribes with a group; the
 // default group is perf-consumer-<random>), reads from the earliest
@@ -12,6 +12,10 @@
 // no record came for --timeout ms. Every --reporting-interval ms it
 // prints a progress line; at the end, perf.ConsumerHeader and
 // perf.ConsumerLine.
+//
+// --fetch-ahead is ours alone (Kafka has no such key): how many fetch
+// responses may wait for Poll (consumer.Config.BufferedFetches), the depth
+// of the fetchers' run ahead of the application.
 package main
 
 import (
@@ -44,6 +48,7 @@ type options struct {
 	fetchSize int           // max.partition.fetch.bytes
 	latest    bool
 	client    string
+	ahead     int // consumer.Config.BufferedFetches
 }
 
 func main() {
@@ -57,6 +62,7 @@ func main() {
 	flag.IntVar(&o.fetchSize, "fetch-size", 1<<20, "max.partition.fetch.bytes")
 	flag.BoolVar(&o.latest, "from-latest", false, "start at the end of the log when the group has no committed offset")
 	flag.StringVar(&o.client, "client", "ours", "the consumer: ours or franz-go")
+	flag.IntVar(&o.ahead, "fetch-ahead", 4, "with -client ours: fetch responses that may wait for Poll")
 	flag.Parse()
 	o.timeout = time.Duration(*timeout) * time.Millisecond
 	o.interval = time.Duration(*interval) * time.Millisecond
@@ -179,6 +185,7 @@ func newOurs(o options, reset string) (*ours, error) {
 	if err != nil {
 		return nil, err
 	}
+	cfg.BufferedFetches = o.ahead
 	c, err := consumer.New(cfg, slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
 	if err != nil {
 		return nil, err
