@@ -117,3 +117,38 @@ func TestCloseCommitsAndFailsLaterCalls(t *testing.T) {
 	require.True(t, ok)
 	require.EqualValues(t, 100, off)
 }
+
+// TestAutoCommitCommitsWhatThePreviousPollReturned: the background
+// committer commits the position at the start of the latest Poll (the
+// application asked past the records before it), never the records the
+// latest Poll returned: a member that dies holding them leaves them to be
+// read again.
+func TestAutoCommitCommitsWhatThePreviousPollReturned(t *testing.T) {
+	addr := startFake(t, 1)
+	createTopic(t, addr, "auto", 1)
+	produce(t, addr, "auto", 100, kgo.NoCompression())
+	tp := consumer.TopicPartition{Topic: "auto", Partition: 0}
+	c := newConsumer(t, config(t, addr, map[string]string{"group.id": "autos", "max.poll.records": "10",
+		"auto.commit.interval.ms": "20", "fetch.max.wait.ms": "10"}))
+	require.NoError(t, c.Assign(deadline(t, 10*time.Second), tp))
+	ctx := deadline(t, 20*time.Second)
+	var before int64 // the position when the latest Poll began
+	for got := 0; got < 20; {
+		before, _ = c.Position(tp)
+		recs, err := c.Poll(ctx)
+		require.NoError(t, err)
+		got += len(recs)
+	}
+	held, ok := c.Position(tp)
+	require.True(t, ok)
+	require.Greater(t, held, before)
+	var committed int64
+	require.Eventually(t, func() bool { committed, ok = c.Committed(tp); return ok && committed == before }, 10*time.Second, 5*time.Millisecond,
+		"the committer commits where the latest Poll began, not the %d its records reach", held)
+
+	other := newConsumer(t, config(t, addr, map[string]string{"group.id": "autos"}))
+	require.NoError(t, other.Assign(deadline(t, 10*time.Second), tp))
+	again, ok := other.Committed(tp)
+	require.True(t, ok)
+	require.Equal(t, committed, again, "what the coordinator stored")
+}
