@@ -186,10 +186,13 @@ func (p *BufferPool) removeWaiterLocked(w *waiter) {
 // Waiting reports whether an Allocate call is waiting for memory: the
 // accumulator then sends every batch it holds (Kafka's "exhausted"
 // condition in RecordAccumulator.ready).
-func (p *BufferPool) Waiting() bool {
+func (p *BufferPool) Waiting() bool { return p.Waiters() > 0 }
+
+// Waiters is the number of Allocate calls waiting for memory.
+func (p *BufferPool) Waiters() int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return len(p.waiters) > 0
+	return len(p.waiters)
 }
 
 // Available is the memory not handed out: unpooled plus the free list.

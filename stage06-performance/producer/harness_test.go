@@ -3,8 +3,10 @@ package producer_test
 import (
 	"context"
 	"fmt"
+	"io"
 	"log/slog"
 	"maps"
+	"net"
 	"os"
 	"path/filepath"
 	"sync"
@@ -12,6 +14,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -163,27 +166,36 @@ type consumed struct {
 	codec     uint8
 }
 
-// readAll reads every partition of topic from its start to its high
-// watermark with franz-go's consumer.
-func readAll(t testing.TB, addrs []string, topic string, partitions int32, want int) []consumed {
+// readAll reads every partition of topic from its start to its end offset
+// (as ListOffsets answers it now) with franz-go's consumer.
+func readAll(t testing.TB, addrs []string, topic string) []consumed {
 	t.Helper()
-	offsets := map[int32]kgo.Offset{}
-	for p := range partitions {
-		offsets[p] = kgo.NewOffset().AtStart()
-	}
-	cl, err := kgo.NewClient(kgo.SeedBrokers(addrs...), kgo.FetchMaxWait(100*time.Millisecond),
-		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: offsets}))
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addrs...), kgo.FetchMaxWait(100*time.Millisecond))
 	require.NoError(t, err)
 	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	ends, err := kadm.NewClient(cl).ListEndOffsets(ctx, topic)
+	require.NoError(t, err)
+	require.NoError(t, ends.Error())
+	offsets := map[int32]kgo.Offset{}
+	left := map[int32]int64{} // partition → end offset not yet reached
+	ends.Each(func(o kadm.ListedOffset) {
+		offsets[o.Partition] = kgo.NewOffset().AtStart()
+		if o.Offset > 0 {
+			left[o.Partition] = o.Offset
+		}
+	})
+	cl.AddConsumePartitions(map[string]map[int32]kgo.Offset{topic: offsets})
 	var out []consumed
-	deadline := time.Now().Add(60 * time.Second)
-	for len(out) < want {
-		require.True(t, time.Now().Before(deadline), "read %d of %d records", len(out), want)
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	for len(left) > 0 {
 		fs := cl.PollFetches(ctx)
-		cancel()
+		require.NoError(t, ctx.Err(), "read %d records; partitions not read to their end: %v", len(out), left)
 		fs.EachRecord(func(r *kgo.Record) {
 			out = append(out, consumed{r.Partition, r.Offset, string(r.Key), string(r.Value), r.Attrs.CompressionType()})
+			if end, ok := left[r.Partition]; ok && r.Offset+1 >= end {
+				delete(left, r.Partition)
+			}
 		})
 	}
 	return out
@@ -228,4 +240,77 @@ func storedBatches(t testing.TB, addr, topic string, partition int32) []record.B
 			return out
 		}
 	}
+}
+
+// A gate is a TCP proxy in front of a broker that can hold the broker's
+// answers (Hold) and let them through again (Release): requests still
+// reach the broker, their responses wait.
+type gate struct {
+	ln     net.Listener
+	target string
+
+	mu   sync.Mutex
+	open chan struct{} // closed while answers flow
+}
+
+// startGatedBroker starts a stage 02 broker that advertises a gate's
+// address, so that every client connection goes through the gate.
+func startGatedBroker(t testing.TB) (*gate, string) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	t.Cleanup(func() { ln.Close() })
+	g := &gate{ln: ln, open: make(chan struct{})}
+	close(g.open)
+	g.target = startBroker(t, "advertised.listeners", "PLAINTEXT://"+ln.Addr().String())
+	go g.accept()
+	return g, ln.Addr().String()
+}
+
+func (g *gate) accept() {
+	for {
+		c, err := g.ln.Accept()
+		if err != nil {
+			return
+		}
+		b, err := net.Dial("tcp", g.target)
+		if err != nil {
+			c.Close()
+			continue
+		}
+		go func() { io.Copy(b, c); b.Close() }()
+		go func() {
+			defer c.Close()
+			buf := make([]byte, 64<<10)
+			for {
+				n, err := b.Read(buf)
+				if n > 0 {
+					g.mu.Lock()
+					open := g.open
+					g.mu.Unlock()
+					<-open
+					if _, werr := c.Write(buf[:n]); werr != nil {
+						return
+					}
+				}
+				if err != nil {
+					return
+				}
+			}
+		}()
+	}
+}
+
+// Hold keeps the broker's next answers from the clients.
+func (g *gate) Hold() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.open = make(chan struct{})
+}
+
+// Release lets the held answers through.
+func (g *gate) Release() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	close(g.open)
 }

@@ -94,7 +94,11 @@ func (s *sender) send(ctx context.Context, batches []*batch) {
 		req.Topics[i].Partitions = append(req.Topics[i].Partitions,
 			kmsg.ProduceRequestTopicPartition{Partition: b.part.index, Records: b.buf})
 	}
-	err = conn.Send(ctx, req, func(resp kmsg.Response, err error) {
+	var out kmsg.Request = req
+	if req.Acks != 0 {
+		out = produceByName{req}
+	}
+	err = conn.Send(ctx, out, func(resp kmsg.Response, err error) {
 		if err != nil {
 			s.p.completeAll(batches, err)
 			return
@@ -105,6 +109,16 @@ func (s *sender) send(ctx context.Context, batches []*batch) {
 		s.p.completeAll(batches, err)
 	}
 }
+
+// produceByName caps a Produce request at v12, the last that names topics:
+// v13 (KIP-516) names them by topic id, which wire.Metadata does not keep.
+// wire.Conn recognizes an acks=0 Produce (no response to wait for) by its
+// type, so an acks=0 request goes out unwrapped, at the broker's highest
+// version: against a broker that serves v13 (kfake; Kafka 4.1) acks=0 is
+// not supported yet.
+type produceByName struct{ *kmsg.ProduceRequest }
+
+func (produceByName) MaxVersion() int16 { return 12 }
 
 // complete handles a Produce response (nil for acks=0, whose requests
 // have none): each batch is acknowledged, sent again or failed.
