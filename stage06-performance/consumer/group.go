@@ -36,11 +36,27 @@ type member struct {
 	coordMu sync.Mutex // guards coord
 	coord   *wire.Conn // the coordinator's connection, nil until found or after it failed
 
+	// memberID is the id the coordinator gave this member, "" before
+	// the first JoinGroup and after leaving; close's LeaveGroup sends it.
+	memberID atomic.Pointer[string]
+	// lastPoll is when the application last was in Poll (UnixNano), and
+	// polling how many Polls are under way: the heartbeat loop leaves the
+	// group when the application spent max.poll.interval.ms outside Poll
+	// (KIP-62), as Kafka's heartbeat thread does.
+	lastPoll atomic.Int64
+	polling  atomic.Int32
+	// polled wakes run, waiting after such a leave, at the next Poll.
+	polled chan struct{}
+
 	ctx    context.Context // cancelled by close: stops run
 	cancel context.CancelFunc
 	done   chan struct{} // closed when run returns (at once if it never ran)
 	ran    atomic.Bool
 }
+
+// errPollTimeout ends a generation from our side: the application did
+// not Poll within max.poll.interval.ms.
+var errPollTimeout = errors.New("consumer: no Poll within max.poll.interval.ms")
 
 // generation is one membership: what OffsetCommit and Heartbeat send.
 type generation struct {
@@ -51,10 +67,34 @@ type generation struct {
 var noGeneration = &generation{id: -1}
 
 func newMember(c *Consumer) *member {
-	m := &member{c: c, done: make(chan struct{})}
+	m := &member{c: c, done: make(chan struct{}), polled: make(chan struct{}, 1)}
 	m.ctx, m.cancel = context.WithCancel(c.ctx)
 	m.gen.Store(noGeneration)
+	m.memberID.Store(new(string))
 	return m
+}
+
+// pollStarted records that the application is in Poll, and wakes run if
+// it left the group for want of one.
+func (m *member) pollStarted() {
+	m.polling.Add(1)
+	m.lastPoll.Store(time.Now().UnixNano())
+	select {
+	case m.polled <- struct{}{}:
+	default:
+	}
+}
+
+// pollEnded records that the application has records to work on.
+func (m *member) pollEnded() {
+	m.lastPoll.Store(time.Now().UnixNano())
+	m.polling.Add(-1)
+}
+
+// stuck reports whether the application spent max.poll.interval.ms
+// outside Poll.
+func (m *member) stuck() bool {
+	return m.polling.Load() == 0 && time.Since(time.Unix(0, m.lastPoll.Load())) > m.c.cfg.MaxPollInterval
 }
 
 func (m *member) subscribe(topics []string) bool {
@@ -74,20 +114,19 @@ func (m *member) topics() []string {
 func (m *member) run() {
 	m.ran.Store(true)
 	defer close(m.done)
-	memberID := ""
+	m.lastPoll.Store(time.Now().UnixNano())
 	for m.ctx.Err() == nil {
-		gen, parts, err := m.join(memberID)
+		gen, parts, err := m.join(*m.memberID.Load())
 		if err != nil {
 			if m.ctx.Err() == nil {
 				m.c.log.Info("joining the group failed", "group", m.c.cfg.GroupID, "err", err)
 				m.c.sleep(m.c.cfg.RetryBackoff)
 			}
 			if errors.Is(err, kerr.UnknownMemberID) {
-				memberID = ""
+				m.memberID.Store(new(string))
 			}
 			continue
 		}
-		memberID = gen.memberID
 		committed, err := m.fetchCommitted(m.ctx, parts)
 		if err != nil {
 			continue // rejoin: the coordinator may have moved
@@ -99,11 +138,32 @@ func (m *member) run() {
 		if m.ctx.Err() != nil {
 			return // close commits and leaves
 		}
+		if errors.Is(err, errPollTimeout) {
+			// The application is stuck: hand its partitions to the
+			// others now, without committing (it may be stuck in the
+			// middle of a record), and come back at its next Poll.
+			c := m.c
+			c.log.Warn("leaving the group: no Poll within max.poll.interval.ms", "group", c.cfg.GroupID, "max.poll.interval.ms", c.cfg.MaxPollInterval.Milliseconds())
+			left := m.lastPoll.Load()
+			m.revoke(false)
+			ctx, cancel := context.WithTimeout(m.ctx, c.cfg.RequestTimeout)
+			if err := m.leave(ctx); err != nil {
+				c.log.Info("leave group failed", "group", c.cfg.GroupID, "err", err)
+			}
+			cancel()
+			for m.polling.Load() == 0 && m.lastPoll.Load() == left && m.ctx.Err() == nil {
+				select { // a signal from before the leave only costs a re-check
+				case <-m.polled:
+				case <-m.ctx.Done():
+				}
+			}
+			continue
+		}
 		// A rebalance began (or the membership was lost): eager
 		// protocol, give everything up before rejoining.
 		m.revoke(!errors.Is(err, kerr.UnknownMemberID) && !errors.Is(err, kerr.IllegalGeneration))
 		if errors.Is(err, kerr.UnknownMemberID) {
-			memberID = ""
+			m.memberID.Store(new(string))
 		}
 	}
 }
@@ -141,6 +201,7 @@ func (m *member) join(memberID string) (*generation, []TopicPartition, error) {
 		}
 		if resp.ErrorCode == kerr.MemberIDRequired.Code { // KIP-394: join again with the id
 			memberID = resp.MemberID
+			m.memberID.Store(&memberID)
 			continue
 		}
 		if err := m.checkCode(conn, resp.ErrorCode); err != nil {
@@ -149,6 +210,7 @@ func (m *member) join(memberID string) (*generation, []TopicPartition, error) {
 		break
 	}
 	gen := &generation{id: resp.Generation, memberID: resp.MemberID}
+	m.memberID.Store(&gen.memberID)
 	sync := kmsg.NewPtrSyncGroupRequest()
 	sync.Group, sync.Generation, sync.MemberID = c.cfg.GroupID, gen.id, gen.memberID
 	sync.ProtocolType, sync.Protocol = kmsg.StringPtr("consumer"), resp.Protocol
@@ -238,6 +300,9 @@ func (m *member) heartbeat(gen *generation) error {
 			return m.ctx.Err()
 		case <-tick.C:
 		}
+		if m.stuck() {
+			return errPollTimeout
+		}
 		conn, err := m.coordinator(m.ctx)
 		if err != nil {
 			continue // the session times out if this lasts: the next answer says so
@@ -282,26 +347,34 @@ func (m *member) close(ctx context.Context) error {
 	if m.ran.Load() {
 		<-m.done
 	}
-	gen := m.gen.Load()
 	err := m.commit(ctx, m.c.assigned.Load(), positions)
 	m.c.publish(nil, nil)
-	if !m.ran.Load() || gen.memberID == "" {
+	return errors.Join(err, m.leave(ctx))
+}
+
+// leave sends LeaveGroup for the member id, if there is one, and
+// forgets it: the coordinator rebalances at once instead of after
+// session.timeout.ms.
+func (m *member) leave(ctx context.Context) error {
+	id := *m.memberID.Swap(new(string))
+	m.gen.Store(noGeneration)
+	if id == "" {
+		return nil
+	}
+	conn, err := m.coordinator(ctx)
+	if err != nil {
 		return err
 	}
-	conn, cerr := m.coordinator(ctx)
-	if cerr != nil {
-		return errors.Join(err, cerr)
-	}
 	req := kmsg.NewPtrLeaveGroupRequest()
-	req.Group, req.MemberID = m.c.cfg.GroupID, gen.memberID
+	req.Group, req.MemberID = m.c.cfg.GroupID, id
 	lm := kmsg.NewLeaveGroupRequestMember()
-	lm.MemberID = gen.memberID
+	lm.MemberID = id
 	req.Members = append(req.Members, lm)
-	resp, lerr := request[*kmsg.LeaveGroupResponse](ctx, conn, req, 0)
-	if lerr == nil {
-		lerr = kerr.ErrorForCode(resp.ErrorCode)
+	resp, err := request[*kmsg.LeaveGroupResponse](ctx, conn, req, 0)
+	if err == nil {
+		err = kerr.ErrorForCode(resp.ErrorCode)
 	}
-	return errors.Join(err, lerr)
+	return err
 }
 
 // coordinator returns the connection to the group's coordinator, asking

@@ -1,6 +1,7 @@
 package consumer_test
 
 import (
+	"context"
 	"slices"
 	"strings"
 	"testing"
@@ -156,5 +157,48 @@ func TestAssignorsSplitLikeKafkas(t *testing.T) {
 		got := consumer.AssignForTest(tc.strategy, map[string][]string{"a": {"t0", "t1"}, "b": {"t0", "t1"}},
 			map[string]int32{"t0": 3, "t1": 3})
 		require.Equal(t, tc.want, strings.TrimSpace(got), tc.strategy)
+	}
+}
+
+// TestAMemberThatStopsPollingLeavesAndComesBack: a member whose
+// application spends max.poll.interval.ms outside Poll leaves the group
+// (its heartbeats alone do not keep its partitions, KIP-62): the other
+// member takes them all; at its next Poll it joins again and the two
+// split them anew.
+func TestAMemberThatStopsPollingLeavesAndComesBack(t *testing.T) {
+	addr := startFake(t, 1)
+	const topic = "stuck"
+	createTopic(t, addr, topic, 2)
+	produce(t, addr, topic, 100, kgo.NoCompression())
+	props := map[string]string{"group.id": "stuckers", "max.poll.interval.ms": "1000"}
+	ctx := deadline(t, 60*time.Second)
+
+	// The busy member polls all the time, in the background.
+	busy := newConsumer(t, config(t, addr, props))
+	require.NoError(t, busy.Subscribe(topic))
+	polling, stop := context.WithCancel(ctx)
+	defer stop()
+	go func() {
+		for polling.Err() == nil {
+			busy.Poll(polling)
+		}
+	}()
+	stuck := newConsumer(t, config(t, addr, props))
+	require.NoError(t, stuck.Subscribe(topic))
+	// The stuck member polls until it holds a partition, then stops.
+	for len(stuck.Assignment()) != 1 || len(busy.Assignment()) != 1 {
+		short, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+		stuck.Poll(short)
+		cancel()
+		require.NoError(t, ctx.Err(), "the two members never split the partitions")
+	}
+	require.Eventually(t, func() bool { return len(stuck.Assignment()) == 0 && len(busy.Assignment()) == 2 },
+		20*time.Second, 10*time.Millisecond, "the stuck member leaves; the busy one takes both partitions")
+
+	for len(stuck.Assignment()) != 1 || len(busy.Assignment()) != 1 {
+		short, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+		stuck.Poll(short)
+		cancel()
+		require.NoError(t, ctx.Err(), "the stuck member never came back")
 	}
 }

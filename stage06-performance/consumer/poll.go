@@ -87,6 +87,10 @@ func (c *Consumer) Poll(ctx context.Context) ([]Record, error) {
 	if c.closed.Load() {
 		return nil, ErrClosed
 	}
+	if c.group != nil { // the application is not stuck (max.poll.interval.ms)
+		c.group.pollStarted()
+		defer c.group.pollEnded()
+	}
 	p.begin()
 	limit := c.cfg.MaxPollRecords
 	for {
