@@ -36,7 +36,8 @@
 //	member (group.id): FindCoordinator, JoinGroup, SyncGroup (range or
 //	roundrobin, run by the leader), Heartbeat; on REBALANCE_IN_PROGRESS
 //	commit consumed, publish an empty assignment, rejoin; OffsetFetch
-//	on assignment; LeaveGroup on Close.
+//	on assignment; LeaveGroup on Close, and after max.poll.interval.ms
+//	outside Poll (joining again at the next Poll).
 //
 // Every writer of an offset moves it with a CompareAndSwap from the value
 // it started from, so a write based on a stale read fails instead of

@@ -69,7 +69,8 @@ const maxFreeBuffers = 8
 
 // Poll returns the next records of the assigned partitions, at most
 // max.poll.records, waiting until there is at least one, ctx is done or
-// the consumer is closed. Records of one partition come in offset order.
+// the consumer is closed. Records of one partition come in offset order
+// (a Seek starts the order anew).
 // The slice and the records' bytes are valid until the next Poll.
 //
 // Calling Poll says the application is done with the records of the
