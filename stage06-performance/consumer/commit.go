@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -18,15 +19,19 @@ const (
 	offsetFetchVersion  = 7
 )
 
-// An offsetsOf picks which offset of a partition to commit.
-type offsetsOf func(*partitionState) int64
+// An offsetsOf picks which offset of a partition to commit, and whether
+// it may only move the committed offset forward.
+type offsetsOf func(*partitionState) (offset int64, forwardOnly bool)
 
 // consumedOffsets are the background committer's: the records before the
-// latest Poll, which the application asked past.
-func consumedOffsets(s *partitionState) int64 { return s.consumed.Load() }
+// latest Poll, which the application asked past. They only move the
+// committed offset forward: consumed lags position, so after a
+// CommitSync of the position, committing consumed would take it back.
+func consumedOffsets(s *partitionState) (int64, bool) { return s.consumed.Load(), true }
 
-// positions are CommitSync's and Close's: everything Poll returned.
-func positions(s *partitionState) int64 { return s.position.Load() }
+// positions are CommitSync's, CommitAsync's and Close's: everything Poll
+// returned, backwards too (after a Seek back, the application means it).
+func positions(s *partitionState) (int64, bool) { return s.position.Load(), false }
 
 // CommitSync commits the position of every assigned partition (what Poll
 // returned so far) and waits for the coordinator's answer.
@@ -34,52 +39,127 @@ func (c *Consumer) CommitSync(ctx context.Context) error {
 	if c.group == nil {
 		return fmt.Errorf("%w: commits need %s", ErrConfig, KeyGroupID)
 	}
-	return c.group.commit(ctx, c.assigned.Load(), positions)
+	return c.group.commit(ctx, positions)
 }
 
-// CommitAsync is CommitSync in the background; done (may be nil) runs
-// with the result on another goroutine.
+// CommitAsync is CommitSync in the background: the positions are read
+// when the committer gets to it, after every commit asked for before.
+// done (may be nil) runs with the result on the committer's goroutine
+// and must not block.
 func (c *Consumer) CommitAsync(done func(error)) {
+	if done == nil {
+		done = func(error) {}
+	}
 	if c.group == nil {
-		if done != nil {
-			done(fmt.Errorf("%w: commits need %s", ErrConfig, KeyGroupID))
-		}
+		done(fmt.Errorf("%w: commits need %s", ErrConfig, KeyGroupID))
 		return
 	}
-	a := c.assigned.Load()
-	offsets := snapshot(a, positions) // now, not when the goroutine runs
-	go func() {
-		ctx, cancel := context.WithTimeout(c.ctx, c.cfg.RequestTimeout)
-		defer cancel()
-		err := c.group.commitOffsets(ctx, offsets)
-		if done != nil {
-			done(err)
-		}
-	}()
+	ctx, cancel := context.WithTimeout(c.ctx, c.cfg.RequestTimeout)
+	if !c.group.committer.enqueue(commitRequest{ctx, positions, func(err error) { cancel(); done(err) }}) {
+		cancel()
+		done(ErrClosed)
+	}
 }
 
-// commitLoop is the auto-committer (enable.auto.commit): every
-// auto.commit.interval.ms it commits what the application consumed. It
-// reads the partition states' atomics; Poll and the fetchers never wait
-// for it.
+// A commitRequest asks the committer to commit, for the partitions
+// assigned when it runs, the offsets which picks.
+type commitRequest struct {
+	ctx   context.Context
+	which offsetsOf
+	done  func(error) // runs on the committer's goroutine
+}
+
+// committer is the queue of a member's commits. Every commit but Close's
+// last one (auto, CommitSync, CommitAsync, before a rebalance) goes
+// through it and is sent by commitLoop alone, in order: two commits of
+// one partition never race on the wire, so an older offset never lands
+// after a newer one. (Kafka gets this from its single application
+// thread.) The offsets themselves are read from the atomics when the
+// commit is sent; the lock guards only the queue.
+type committer struct {
+	mu     sync.Mutex      // guards queue and closed
+	queue  []commitRequest // in the order asked
+	closed bool            // commitLoop has returned: enqueue refuses
+	wake   chan struct{}   // one token: the queue has something
+	done   chan struct{}   // closed when commitLoop returns
+}
+
+func newCommitter() *committer {
+	return &committer{wake: make(chan struct{}, 1), done: make(chan struct{})}
+}
+
+// enqueue adds r, or reports false once the committer has stopped.
+func (q *committer) enqueue(r commitRequest) bool {
+	q.mu.Lock()
+	if q.closed {
+		q.mu.Unlock()
+		return false
+	}
+	q.queue = append(q.queue, r)
+	q.mu.Unlock()
+	select {
+	case q.wake <- struct{}{}:
+	default:
+	}
+	return true
+}
+
+// take empties the queue; with stop, it also refuses later requests.
+func (q *committer) take(stop bool) []commitRequest {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	rs := q.queue
+	q.queue = nil
+	q.closed = q.closed || stop
+	return rs
+}
+
+// commit asks the committer for a commit of the offsets which picks and
+// waits for it.
+func (m *member) commit(ctx context.Context, which offsetsOf) error {
+	result := make(chan error, 1)
+	if !m.committer.enqueue(commitRequest{ctx, which, func(err error) { result <- err }}) {
+		return ErrClosed
+	}
+	select {
+	case err := <-result:
+		return err
+	case <-ctx.Done():
+		return ctx.Err() // the committer still sends it; nobody waits
+	}
+}
+
+// commitLoop is the member's committer: it sends the queued commits in
+// order and, with enable.auto.commit, every auto.commit.interval.ms what
+// the application consumed. It reads the partition states' atomics; Poll
+// and the fetchers never wait for it.
 func (m *member) commitLoop() {
 	c := m.c
-	if !c.cfg.EnableAutoCommit {
-		return
+	defer close(m.committer.done)
+	var tick <-chan time.Time
+	if c.cfg.EnableAutoCommit {
+		t := time.NewTicker(c.cfg.AutoCommitInterval)
+		defer t.Stop()
+		tick = t.C
 	}
-	tick := time.NewTicker(c.cfg.AutoCommitInterval)
-	defer tick.Stop()
 	for {
 		select {
 		case <-m.ctx.Done():
+			for _, r := range m.committer.take(true) {
+				r.done(ErrClosed)
+			}
 			return
-		case <-tick.C:
+		case <-m.committer.wake:
+			for _, r := range m.committer.take(false) {
+				r.done(m.commitNow(r.ctx, r.which))
+			}
+		case <-tick:
+			ctx, cancel := context.WithTimeout(m.ctx, c.cfg.RequestTimeout)
+			if err := m.commitNow(ctx, consumedOffsets); err != nil && m.ctx.Err() == nil {
+				c.log.Info("auto commit failed", "group", c.cfg.GroupID, "err", err)
+			}
+			cancel()
 		}
-		ctx, cancel := context.WithTimeout(m.ctx, c.cfg.RequestTimeout)
-		if err := m.commit(ctx, c.assigned.Load(), consumedOffsets); err != nil && m.ctx.Err() == nil {
-			c.log.Info("auto commit failed", "group", c.cfg.GroupID, "err", err)
-		}
-		cancel()
 	}
 }
 
@@ -90,20 +170,25 @@ type pending struct {
 }
 
 // snapshot reads, for each partition of a, the offset which picks, where
-// it is known and not committed yet.
+// it is known and would change what is committed.
 func snapshot(a *assignment, which offsetsOf) []pending {
 	var out []pending
 	for _, s := range a.list {
-		off := which(s)
-		if off != unknown && off != s.committed.Load() {
-			out = append(out, pending{s, off})
+		off, forwardOnly := which(s)
+		committed := s.committed.Load()
+		if off == unknown || off == committed || forwardOnly && off < committed {
+			continue
 		}
+		out = append(out, pending{s, off})
 	}
 	return out
 }
 
-func (m *member) commit(ctx context.Context, a *assignment, which offsetsOf) error {
-	return m.commitOffsets(ctx, snapshot(a, which))
+// commitNow commits the offsets which picks for the current assignment,
+// on the caller's goroutine: commitLoop's, or close's once commitLoop
+// has returned.
+func (m *member) commitNow(ctx context.Context, which offsetsOf) error {
+	return m.commitOffsets(ctx, snapshot(m.c.assigned.Load(), which))
 }
 
 // commitOffsets sends one OffsetCommit with the membership's generation

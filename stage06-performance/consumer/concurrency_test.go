@@ -150,3 +150,44 @@ func TestAutoCommitCommitsWhatThePreviousPollReturned(t *testing.T) {
 	require.True(t, ok)
 	require.Equal(t, committed, again, "what the coordinator stored")
 }
+
+// TestCommitsAreSentInTheOrderAsked: CommitAsync after every Poll, each
+// reading a larger position, and an auto-committer besides: the
+// callbacks run in the order of the calls, and the coordinator keeps the
+// last position, never an older one that overtook it.
+func TestCommitsAreSentInTheOrderAsked(t *testing.T) {
+	addr := startFake(t, 1)
+	createTopic(t, addr, "ordered", 1)
+	produce(t, addr, "ordered", 1000, kgo.NoCompression())
+	tp := consumer.TopicPartition{Topic: "ordered", Partition: 0}
+	c := newConsumer(t, config(t, addr, map[string]string{"group.id": "orderers", "max.poll.records": "7",
+		"auto.commit.interval.ms": "1"}))
+	require.NoError(t, c.Assign(deadline(t, 10*time.Second), tp))
+	ctx := deadline(t, 30*time.Second)
+	var mu sync.Mutex
+	var order []int
+	calls := 0
+	for got := 0; got < 1000; calls++ {
+		recs, err := c.Poll(ctx)
+		require.NoError(t, err)
+		got += len(recs)
+		call := calls
+		c.CommitAsync(func(err error) {
+			assert.NoError(t, err)
+			mu.Lock()
+			order = append(order, call)
+			mu.Unlock()
+		})
+	}
+	require.NoError(t, c.CommitSync(ctx), "after every CommitAsync asked before it")
+	mu.Lock()
+	require.Len(t, order, calls)
+	require.IsIncreasing(t, order)
+	mu.Unlock()
+
+	other := newConsumer(t, config(t, addr, map[string]string{"group.id": "orderers"}))
+	require.NoError(t, other.Assign(deadline(t, 10*time.Second), tp))
+	committed, ok := other.Committed(tp)
+	require.True(t, ok)
+	require.EqualValues(t, 1000, committed)
+}

@@ -47,6 +47,8 @@ type member struct {
 	polling  atomic.Int32
 	// polled wakes run, waiting after such a leave, at the next Poll.
 	polled chan struct{}
+	// committer orders the member's commits (commitLoop sends them).
+	committer *committer
 
 	ctx    context.Context // cancelled by close: stops run
 	cancel context.CancelFunc
@@ -67,7 +69,7 @@ type generation struct {
 var noGeneration = &generation{id: -1}
 
 func newMember(c *Consumer) *member {
-	m := &member{c: c, done: make(chan struct{}), polled: make(chan struct{}, 1)}
+	m := &member{c: c, done: make(chan struct{}), polled: make(chan struct{}, 1), committer: newCommitter()}
 	m.ctx, m.cancel = context.WithCancel(c.ctx)
 	m.gen.Store(noGeneration)
 	m.memberID.Store(new(string))
@@ -330,7 +332,7 @@ func (m *member) heartbeat(gen *generation) error {
 func (m *member) revoke(commit bool) {
 	if commit {
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(m.ctx), m.c.cfg.RequestTimeout)
-		if err := m.commit(ctx, m.c.assigned.Load(), consumedOffsets); err != nil {
+		if err := m.commit(ctx, consumedOffsets); err != nil {
 			m.c.log.Info("commit before rebalance failed", "group", m.c.cfg.GroupID, "err", err)
 		}
 		cancel()
@@ -347,7 +349,8 @@ func (m *member) close(ctx context.Context) error {
 	if m.ran.Load() {
 		<-m.done
 	}
-	err := m.commit(ctx, m.c.assigned.Load(), positions)
+	<-m.committer.done // no commit is under way: this last one goes directly
+	err := m.commitNow(ctx, positions)
 	m.c.publish(nil, nil)
 	return errors.Join(err, m.leave(ctx))
 }
