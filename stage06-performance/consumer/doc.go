@@ -66,9 +66,12 @@
 //
 // Commits: consumed is what the background committer commits (the
 // records of every Poll before the latest: the application asked for
-// more, so it is done with them); CommitSync, CommitAsync and Close
-// commit position (everything Poll returned). A rebalance commits
-// consumed before giving the partitions up; a record returned by the last
-// Poll may then be read again by the partition's next owner: at least
-// once.
+// more, so it is done with them), and only forward; CommitSync,
+// CommitAsync and Close commit position (everything Poll returned). A
+// rebalance commits consumed before giving the partitions up; a record
+// returned by the last Poll may then be read again by the partition's
+// next owner: at least once. Every commit but Close's last is sent by one
+// committer goroutine, in the order asked, so an older offset never
+// overtakes a newer one on the wire; the offsets are read from the
+// atomics when it sends.
 package consumer
