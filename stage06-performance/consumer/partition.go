@@ -34,7 +34,10 @@ const unknown = -1
 // was begun for the old one can tell (its state is no longer the
 // assignment's) and is dropped.
 //
-// Invariant: committed ≤ consumed ≤ position ≤ fetchOffset, once known.
+// Invariant: consumed ≤ position ≤ fetchOffset, once known. committed is
+// whichever of them was last acknowledged (consumed from the background
+// committer, position from CommitSync or Close), or what the group had
+// committed before the partition came to this consumer.
 type partitionState struct {
 	tp TopicPartition // immutable
 
