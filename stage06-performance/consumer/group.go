@@ -141,24 +141,7 @@ func (m *member) run() {
 			return // close commits and leaves
 		}
 		if errors.Is(err, errPollTimeout) {
-			// The application is stuck: hand its partitions to the
-			// others now, without committing (it may be stuck in the
-			// middle of a record), and come back at its next Poll.
-			c := m.c
-			c.log.Warn("leaving the group: no Poll within max.poll.interval.ms", "group", c.cfg.GroupID, "max.poll.interval.ms", c.cfg.MaxPollInterval.Milliseconds())
-			left := m.lastPoll.Load()
-			m.revoke(false)
-			ctx, cancel := context.WithTimeout(m.ctx, c.cfg.RequestTimeout)
-			if err := m.leave(ctx); err != nil {
-				c.log.Info("leave group failed", "group", c.cfg.GroupID, "err", err)
-			}
-			cancel()
-			for m.polling.Load() == 0 && m.lastPoll.Load() == left && m.ctx.Err() == nil {
-				select { // a signal from before the leave only costs a re-check
-				case <-m.polled:
-				case <-m.ctx.Done():
-				}
-			}
+			m.leaveUntilPolled()
 			continue
 		}
 		// A rebalance began (or the membership was lost): eager
@@ -166,6 +149,28 @@ func (m *member) run() {
 		m.revoke(!errors.Is(err, kerr.UnknownMemberID) && !errors.Is(err, kerr.IllegalGeneration))
 		if errors.Is(err, kerr.UnknownMemberID) {
 			m.memberID.Store(new(string))
+		}
+	}
+}
+
+// leaveUntilPolled is what a stuck application gets: its partitions go
+// to the others now, uncommitted (it may be stuck in the middle of a
+// record), and the member waits for the next Poll to join again.
+func (m *member) leaveUntilPolled() {
+	c := m.c
+	c.log.Warn("leaving the group: no Poll within max.poll.interval.ms", "group", c.cfg.GroupID,
+		"max.poll.interval.ms", c.cfg.MaxPollInterval.Milliseconds())
+	left := m.lastPoll.Load()
+	m.revoke(false)
+	ctx, cancel := context.WithTimeout(m.ctx, c.cfg.RequestTimeout)
+	if err := m.leave(ctx); err != nil {
+		c.log.Info("leave group failed", "group", c.cfg.GroupID, "err", err)
+	}
+	cancel()
+	for m.polling.Load() == 0 && m.lastPoll.Load() == left && m.ctx.Err() == nil {
+		select { // a signal from before the leave only costs a re-check
+		case <-m.polled:
+		case <-m.ctx.Done():
 		}
 	}
 }
