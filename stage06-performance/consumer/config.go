@@ -183,6 +183,14 @@ func (c *Config) Validate() error {
 		return bad(KeyAutoCommitInterval, c.AutoCommitInterval.Milliseconds(), "must be above 0")
 	case c.FetchMaxWait < 0:
 		return bad(KeyFetchMaxWait, c.FetchMaxWait.Milliseconds(), "must be at least 0")
+	case c.MaxPollInterval <= 0:
+		return bad(KeyMaxPollInterval, c.MaxPollInterval.Milliseconds(), "must be above 0")
+	case c.RequestTimeout <= 0:
+		return bad(KeyRequestTimeout, c.RequestTimeout.Milliseconds(), "must be above 0")
+	case c.RetryBackoff <= 0:
+		return bad(KeyRetryBackoff, c.RetryBackoff.Milliseconds(), "must be above 0")
+	case c.MetadataMaxAge <= 0:
+		return bad(KeyMetadataMaxAge, c.MetadataMaxAge.Milliseconds(), "must be above 0")
 	}
 	if len(c.AssignmentStrategies) == 0 {
 		return bad(KeyPartitionAssignmentStrategy, `""`, "name at least one of range, roundrobin")

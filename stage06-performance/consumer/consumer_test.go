@@ -77,6 +77,7 @@ func TestParseConfigNamesTheBadKeyAndValue(t *testing.T) {
 		{map[string]string{"bootstrap.servers": "h:1", "partition.assignment.strategy": "sticky"}, "partition.assignment.strategy=sticky"},
 		{map[string]string{"bootstrap.servers": "h:1", "fetch.max.wait": "500"}, `unknown key "fetch.max.wait"`},
 		{map[string]string{"bootstrap.servers": "h:1", "heartbeat.interval.ms": "50000"}, "heartbeat.interval.ms=50000"},
+		{map[string]string{"bootstrap.servers": "h:1", "max.poll.interval.ms": "0"}, "max.poll.interval.ms=0"},
 		{map[string]string{}, "bootstrap.servers"},
 	} {
 		_, err := consumer.ParseConfig(tc.props)

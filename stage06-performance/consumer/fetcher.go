@@ -39,7 +39,9 @@ type chunk struct {
 // the fetcher waits: that is the bound on memory.
 type fetcher struct {
 	c      *Consumer
-	broker int32
+	broker int32 // the broker whose partitions it fetches; immutable
+
+	// Owned by run's goroutine.
 	rotate int  // where the next request's partition list starts (fairness under fetch.max.bytes)
 	stale  bool // the last response said the metadata is stale: wait for a refresh before the next
 }
