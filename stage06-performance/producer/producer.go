@@ -282,6 +282,7 @@ func (p *Producer) metadataLoop(ctx context.Context) {
 // broker; and wakes whoever waits for it.
 func (p *Producer) apply(ctx context.Context, m *wire.Metadata) {
 	again := false
+	var unknown []string
 	for _, name := range p.acc.topicNames() {
 		t := p.acc.topic(name)
 		mt := m.Topics[name]
@@ -292,6 +293,9 @@ func (p *Producer) apply(ctx context.Context, m *wire.Metadata) {
 			}
 			t.err.Store(&err)
 			again = again || p.pendingIn(t)
+			if mt == nil || errors.Is(mt.Err, kerr.UnknownTopicOrPartition) {
+				unknown = append(unknown, name)
+			}
 			continue
 		}
 		t.err.Store(nil)
@@ -310,6 +314,10 @@ func (p *Producer) apply(ctx context.Context, m *wire.Metadata) {
 				part.mu.Unlock()
 			}
 		}
+	}
+	if len(unknown) > 0 {
+		p.autoCreate(ctx, m, unknown)
+		again = true
 	}
 	old := *p.senders.Load()
 	var next map[int32]*sender
@@ -341,6 +349,32 @@ func (p *Producer) apply(ctx context.Context, m *wire.Metadata) {
 	p.wakeAll()
 	if again {
 		p.requestRefresh() // after retry.backoff.ms: a leader is being elected
+	}
+}
+
+// autoCreate asks a broker for the metadata of topics it does not know
+// with allowAutoTopicCreation, as Kafka's producer does: a broker with
+// auto.create.topics.enable creates them (wire.Pool's refreshes do not
+// ask for that, being shared with consumers).
+func (p *Producer) autoCreate(ctx context.Context, m *wire.Metadata, topics []string) {
+	req := kmsg.NewPtrMetadataRequest()
+	req.AllowAutoTopicCreation = true
+	for _, t := range topics {
+		rt := kmsg.NewMetadataRequestTopic()
+		rt.Topic = kmsg.StringPtr(t)
+		req.Topics = append(req.Topics, rt)
+	}
+	for _, addr := range m.Brokers {
+		rctx, cancel := context.WithTimeout(ctx, p.cfg.RequestTimeout)
+		conn, err := p.pool.Conn(rctx, addr)
+		if err == nil {
+			_, err = conn.Request(rctx, req)
+		}
+		cancel()
+		if err == nil {
+			return
+		}
+		p.logf("metadata with auto-creation from %s: %v", addr, err)
 	}
 }
 
