@@ -4,7 +4,8 @@
 //
 //	consumer-perf --bootstrap-server 127.0.0.1:9092 --topic t --messages 1000000 \
 //	    [--group perf-consumer-1234] [--timeout 10000] [--reporting-interval 5000] \
-//	    [--fetch-size 1048576] [--from-latest] [-client ours|franz-go] [--fetch-ahead 4]
+//	    [--fetch-size 1048576] [--from-latest] [-client ours|franz-go] [--fetch-ahead 4] \
+//	    [--cpuprofile file]
 //
 // It joins the group (Kafka's tool always subscribes with a group; the
 // default group is perf-consumer-<random>), reads from the earliest
@@ -13,7 +14,8 @@
 // prints a progress line; at the end, perf.ConsumerHeader and
 // perf.ConsumerLine.
 //
-// --fetch-ahead is ours alone (Kafka has no such key): how many fetch
+// --cpuprofile writes a CPU profile of the run (go tool pprof reads it):
+// where the client's time goes. --fetch-ahead is ours alone (Kafka has no such key): how many fetch
 // responses may wait for Poll (consumer.Config.BufferedFetches), the depth
 // of the fetchers' run ahead of the application.
 package main
@@ -27,6 +29,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"os"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -48,7 +51,8 @@ type options struct {
 	fetchSize int           // max.partition.fetch.bytes
 	latest    bool
 	client    string
-	ahead     int // consumer.Config.BufferedFetches
+	ahead     int    // consumer.Config.BufferedFetches
+	profile   string // a file for a CPU profile, "" for none
 }
 
 func main() {
@@ -63,6 +67,7 @@ func main() {
 	flag.BoolVar(&o.latest, "from-latest", false, "start at the end of the log when the group has no committed offset")
 	flag.StringVar(&o.client, "client", "ours", "the consumer: ours or franz-go")
 	flag.IntVar(&o.ahead, "fetch-ahead", 4, "with -client ours: fetch responses that may wait for Poll")
+	flag.StringVar(&o.profile, "cpuprofile", "", "write a CPU profile of the run to this file")
 	flag.Parse()
 	o.timeout = time.Duration(*timeout) * time.Millisecond
 	o.interval = time.Duration(*interval) * time.Millisecond
@@ -111,6 +116,17 @@ func run(o options, out io.Writer) error {
 		return err
 	}
 	defer cl.close()
+	if o.profile != "" {
+		f, err := os.Create(o.profile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
+	}
 
 	var n counters
 	start := time.Now()
