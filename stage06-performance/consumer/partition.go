@@ -51,11 +51,13 @@ type partitionState struct {
 	// around a leader change) never both deliver the same range.
 	fetchOffset atomic.Int64
 	// position is the next offset Poll delivers: the end of the records
-	// it returned. Only Poll moves it, by CompareAndSwap.
+	// it returned. Only Poll moves it, by CompareAndSwap (the fetcher
+	// sets it once, from unknown, after ListOffsets).
 	position atomic.Int64
 	// consumed is the position at the start of the latest Poll: the
 	// application asked for more, so it is done with every record below.
-	// The background committer commits it.
+	// The background committer commits it. Poll stores it (the fetcher
+	// once, from unknown).
 	consumed atomic.Int64
 	// committed is the last offset the coordinator acknowledged for the
 	// partition (an OffsetCommit answered without error).
