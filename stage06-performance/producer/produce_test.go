@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -72,5 +71,42 @@ func TestOrderPerPartitionHoldsWithFiveRequestsInFlight(t *testing.T) {
 	}
 	t.Logf("records per partition (sticky): %v", perPartition)
 	require.Greater(t, len(perPartition), 1, "the sticky partitioner moves on when a batch is full")
-	_ = strings.TrimSpace
+}
+
+// TestAnUnknownTopicIsCreatedByTheBroker: the producer asks for a topic
+// it does not know with allowAutoTopicCreation, as Kafka's producer does,
+// and a broker with auto.create.topics.enable creates it.
+func TestAnUnknownTopicIsCreatedByTheBroker(t *testing.T) {
+	addr := startBroker(t, "num.partitions", "2")
+	p := newProducer(t, []string{addr}, "acks", "1")
+	a := newAcks()
+	require.NoError(t, p.Produce(ctx(t), &producer.Record{Topic: "born-on-produce", Value: []byte("first")}, a.callback))
+	require.NoError(t, p.Flush(ctx(t)))
+	got, failed, _ := a.snapshot()
+	require.Empty(t, failed)
+	require.Equal(t, int64(0), got["first"].offset)
+	require.Len(t, readAll(t, []string{addr}, "born-on-produce"), 1)
+}
+
+// TestARecordNotAcknowledgedWithinDeliveryTimeoutFails: while the
+// broker's answers are held, a batch is retried until delivery.timeout.ms
+// has passed since it was made, and then its callback gets Kafka's
+// "Expiring ... ms has passed since batch creation".
+func TestARecordNotAcknowledgedWithinDeliveryTimeoutFails(t *testing.T) {
+	g, addr := startGatedBroker(t)
+	createTopic(t, []string{addr}, "late", 1, 1)
+	p := newProducer(t, []string{addr}, "acks", "1", "request.timeout.ms", "300", "delivery.timeout.ms", "1000")
+	a := newAcks()
+	require.NoError(t, p.Produce(ctx(t), &producer.Record{Topic: "late", Value: []byte("on time")}, a.callback))
+	a.waitFor(t, 1, 10*time.Second)
+	g.Hold()
+	start := time.Now()
+	require.NoError(t, p.Produce(ctx(t), &producer.Record{Topic: "late", Value: []byte("late")}, a.callback))
+	a.waitFor(t, 2, 20*time.Second)
+	_, failed, _ := a.snapshot()
+	require.Len(t, failed, 1)
+	require.ErrorContains(t, failed[0], "ms has passed since batch creation")
+	require.GreaterOrEqual(t, time.Since(start), time.Second)
+	t.Logf("failed after %v: %v", time.Since(start), failed[0])
+	g.Release()
 }
