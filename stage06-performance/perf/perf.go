@@ -178,6 +178,12 @@ func SummaryLine(s Stats) string {
 		ms(s.Lat.Quantile(0.50)), ms(s.Lat.Quantile(0.95)), ms(s.Lat.Quantile(0.99)), ms(s.Lat.Quantile(0.999)))
 }
 
+// kafkaTime is the tool's yyyy-MM-dd HH:mm:ss:SSS (Go's layouts know
+// milliseconds only after a dot or a comma).
+func kafkaTime(t time.Time) string {
+	return fmt.Sprintf("%s:%03d", t.Format("2006-01-02 15:04:05"), t.Nanosecond()/int(time.Millisecond))
+}
+
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 
 // Report prints w's progress line to out every interval until stop is
@@ -204,11 +210,10 @@ const ConsumerHeader = "start.time, end.time, data.consumed.in.MB, MB.sec, data.
 // and the time spent joining the group (0 without one); the fetch rates
 // leave that time out, as Kafka's tool does.
 func ConsumerLine(start, end time.Time, records, bytes int64, rebalance time.Duration) string {
-	const layout = "2006-01-02 15:04:05:000"
 	total := end.Sub(start).Seconds()
 	fetch := max(total-rebalance.Seconds(), 1e-9)
 	mb := float64(bytes) / (1 << 20)
 	return fmt.Sprintf("%s, %s, %.4f, %.4f, %d, %.4f, %d, %d, %.4f, %.4f",
-		start.Format(layout), end.Format(layout), mb, mb/max(total, 1e-9), records, float64(records)/max(total, 1e-9),
+		kafkaTime(start), kafkaTime(end), mb, mb/max(total, 1e-9), records, float64(records)/max(total, 1e-9),
 		rebalance.Milliseconds(), int64(fetch*1000), mb/fetch, float64(records)/fetch)
 }

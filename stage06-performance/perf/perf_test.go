@@ -41,7 +41,7 @@ func TestLinesReadLikeKafkasTools(t *testing.T) {
 	require.Equal(t, int64(100100), total.Bytes)
 	require.True(t, strings.HasSuffix(SummaryLine(total), "4.00 ms max latency, 2 ms 50th, 2 ms 95th, 2 ms 99th, 2 ms 99.9th."), SummaryLine(total))
 	start := time.Date(2026, 12, 3, 7, 0, 0, 0, time.UTC)
-	line := ConsumerLine(start, start.Add(2*time.Second), 1000, 1<<20, 500*time.Millisecond)
-	require.Equal(t, "2026-12-03 07:00:00:000, 2026-12-03 07:00:02:000, 1.0000, 0.5000, 1000, 500.0000, 500, 1500, 0.6667, 666.6667", line)
+	line := ConsumerLine(start.Add(7*time.Millisecond), start.Add(2007*time.Millisecond), 1000, 1<<20, 500*time.Millisecond)
+	require.Equal(t, "2026-12-03 07:00:00:007, 2026-12-03 07:00:02:007, 1.0000, 0.5000, 1000, 500.0000, 500, 1500, 0.6667, 666.6667", line)
 	require.Len(t, strings.Split(line, ", "), len(strings.Split(ConsumerHeader, ", ")))
 }
