@@ -95,12 +95,15 @@ type accumulator struct {
 	closing  atomic.Bool  // Close under way: every batch is ready
 	dead     atomic.Bool  // Close gave up: nothing is put back in a deque
 
+	batches batchFreeList // done batches for reuse
+
 	incMu      sync.Mutex          // guards incomplete
 	incomplete map[*batch]struct{} // batches made and not done, for Flush
 }
 
 func newAccumulator(cfg *Config, pool *BufferPool) *accumulator {
 	a := &accumulator{cfg: cfg, pool: pool, incomplete: map[*batch]struct{}{}}
+	a.batches.max = int(cfg.BufferMemory/int64(cfg.BatchSize)) + 1
 	a.topics.Store(&map[string]*topicState{})
 	a.all.Store(&[]*partition{})
 	return a
@@ -188,7 +191,7 @@ func (a *accumulator) append(ctx context.Context, p *partition, r *Record, ts in
 		a.pool.Deallocate(buf)
 		return false, nil
 	}
-	b := newBatch(p, buf, time.Now(), p.made)
+	b := a.batches.get(p, buf, time.Now(), p.made, size)
 	p.made++
 	b.tryAppend(r, ts, cb)
 	p.batches = append(p.batches, b)
@@ -397,7 +400,8 @@ func (a *accumulator) takeAll() []*batch {
 	return out
 }
 
-// done marks b complete for Flush and returns its memory to the pool.
+// done marks b complete for Flush, returns its memory to the pool and
+// the batch itself to the free list: b is not used again.
 func (a *accumulator) done(b *batch) {
 	a.pool.Deallocate(b.poolBuffer())
 	a.incMu.Lock()
@@ -406,6 +410,7 @@ func (a *accumulator) done(b *batch) {
 		close(b.flushed)
 	}
 	a.incMu.Unlock()
+	a.batches.put(b)
 }
 
 // awaitIncomplete returns a channel per batch not yet done, each closed

@@ -43,23 +43,45 @@ type pendingRecord struct {
 	cb func(*Record, error)
 }
 
-var batchPool = sync.Pool{New: func() any { return new(batch) }}
+// batchFreeList keeps done batches, with their pending slices, for the
+// next ones: like the BufferPool's buffers, and unlike a sync.Pool, it is
+// not emptied by a garbage collection, so a steady producer allocates no
+// batch and grows no pending slice. It holds at most as many batches as
+// buffer.memory has batch.size buffers.
+type batchFreeList struct {
+	mu   sync.Mutex
+	max  int
+	free []*batch // Protected by mu.
+}
 
-func newBatch(part *partition, buf []byte, now time.Time, number uint64) *batch {
-	b := batchPool.Get().(*batch)
+// get returns a batch for part, its first record about recordSize bytes,
+// in buf.
+func (l *batchFreeList) get(part *partition, buf []byte, now time.Time, number uint64, recordSize int) *batch {
+	l.mu.Lock()
+	var b *batch
+	if n := len(l.free); n > 0 {
+		b = l.free[n-1]
+		l.free[n-1] = nil
+		l.free = l.free[:n-1]
+	}
+	l.mu.Unlock()
+	if b == nil {
+		b = &batch{pending: make([]pendingRecord, 0, cap(buf)/max(recordSize/2, 8)+1)} // recordSize is an upper bound
+	}
 	*b = batch{part: part, buf: buf[:record.HeaderSize], pending: b.pending[:0], created: now, number: number}
 	return b
 }
 
-// release gives the batch back for reuse; its buffer is already back in
-// the BufferPool.
-func (b *batch) release() {
-	for i := range b.pending {
-		b.pending[i] = pendingRecord{} // drop the references for the collector
+// put takes back a done batch; its buffer is already back in the
+// BufferPool.
+func (l *batchFreeList) put(b *batch) {
+	clear(b.pending) // drop the records and callbacks for the collector
+	*b = batch{pending: b.pending[:0]}
+	l.mu.Lock()
+	if len(l.free) < l.max {
+		l.free = append(l.free, b)
 	}
-	b.pending = b.pending[:0]
-	b.part, b.buf, b.spill, b.flushed = nil, nil, nil, nil
-	batchPool.Put(b)
+	l.mu.Unlock()
 }
 
 // poolBuffer is the buffer to give back to the BufferPool.

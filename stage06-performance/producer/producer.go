@@ -65,8 +65,9 @@ type Producer struct {
 	wg      sync.WaitGroup // the metadata loop and the senders
 	closing atomic.Bool    // Close was called: Produce refuses
 
-	senders atomic.Pointer[map[int32]*sender] // by broker id; copy on write by the metadata loop
-	refresh chan struct{}                     // capacity 1: a metadata refresh is wanted
+	senders  atomic.Pointer[map[int32]*sender] // by broker id; copy on write by the metadata loop
+	requests sync.Pool                         // *produceRequest, reused once answered
+	refresh  chan struct{}                     // capacity 1: a metadata refresh is wanted
 
 	metaMu      sync.Mutex    // guards metaChanged
 	metaChanged chan struct{} // closed and replaced at every metadata update
@@ -97,6 +98,7 @@ func New(cfg Config, opts Options) (*Producer, error) {
 		id:          noProducerID,
 	}
 	p.acc = newAccumulator(&p.cfg, p.buffer)
+	p.requests.New = func() any { return newProduceRequest(p) }
 	p.senders.Store(&map[int32]*sender{})
 	p.wg.Add(1)
 	go p.metadataLoop(ctx)

@@ -59,55 +59,97 @@ func (s *sender) run(ctx context.Context) {
 					break
 				}
 			}
-			batches, wait := s.p.acc.drain(s.broker, time.Now(), id, start, nil)
+			r := s.p.requests.Get().(*produceRequest)
+			var wait time.Duration
+			r.batches, wait = s.p.acc.drain(s.broker, time.Now(), id, start, r.batches)
 			start++
-			if len(batches) == 0 {
+			if len(r.batches) == 0 {
+				s.p.requests.Put(r)
 				if wait > 0 {
 					timer.Reset(wait)
 				}
 				break
 			}
-			s.send(ctx, batches)
+			s.send(ctx, r)
 		}
 	}
 }
 
-// send writes one Produce request with batches; its answer is handled on
-// the connection's reader goroutine.
-func (s *sender) send(ctx context.Context, batches []*batch) {
+// send writes one Produce request with r's batches; its answer is handled
+// on the connection's reader goroutine.
+func (s *sender) send(ctx context.Context, r *produceRequest) {
 	conn, err := s.p.pool.Broker(ctx, s.broker)
 	if err != nil {
-		s.p.completeAll(batches, fmt.Errorf("broker %d: %w", s.broker, err))
+		r.handle(nil, fmt.Errorf("broker %d: %w", s.broker, err))
 		return
 	}
-	req := kmsg.NewPtrProduceRequest()
-	req.Acks = s.p.cfg.Acks
-	req.TimeoutMillis = int32(s.p.cfg.RequestTimeout.Milliseconds())
-	for _, b := range batches {
-		i := len(req.Topics) - 1
-		for ; i >= 0 && req.Topics[i].Topic != b.part.topic; i-- {
-		}
-		if i < 0 {
-			req.Topics = append(req.Topics, kmsg.ProduceRequestTopic{Topic: b.part.topic})
-			i = len(req.Topics) - 1
-		}
-		req.Topics[i].Partitions = append(req.Topics[i].Partitions,
-			kmsg.ProduceRequestTopicPartition{Partition: b.part.index, Records: b.buf})
+	r.req.Acks = s.p.cfg.Acks
+	r.req.TimeoutMillis = int32(s.p.cfg.RequestTimeout.Milliseconds())
+	for _, b := range r.batches {
+		r.add(b)
 	}
-	var out kmsg.Request = req
-	if req.Acks != 0 {
-		out = produceByName{req}
+	var out kmsg.Request = &r.req
+	if r.req.Acks != 0 {
+		out = produceByName{&r.req}
 	}
-	err = conn.Send(ctx, out, func(resp kmsg.Response, err error) {
-		if err != nil {
-			s.p.completeAll(batches, err)
-			return
+	if err := conn.Send(ctx, out, r.done); err != nil {
+		r.handle(nil, err) // done will not run
+	}
+}
+
+// A produceRequest is one Produce request and its batches, from the drain
+// to the answer. It is reused, slices and all, once its answer is handled
+// (done returned: wire.Conn no longer looks at the request), so that a
+// request costs no allocations of ours either.
+type produceRequest struct {
+	p       *Producer                  // whose requests pool it returns to
+	batches []*batch                   // in the order of the request
+	req     kmsg.ProduceRequest        // its Topics and their Partitions keep their capacity
+	done    func(kmsg.Response, error) // handle, bound once
+}
+
+func newProduceRequest(p *Producer) *produceRequest {
+	r := &produceRequest{p: p, req: kmsg.NewProduceRequest()}
+	r.done = r.handle
+	return r
+}
+
+// add puts b in the request, under its topic.
+func (r *produceRequest) add(b *batch) {
+	ts := r.req.Topics
+	i := len(ts) - 1
+	for ; i >= 0 && ts[i].Topic != b.part.topic; i-- {
+	}
+	if i < 0 {
+		if len(ts) < cap(ts) { // a topic entry of an earlier use, with its Partitions' capacity
+			ts = ts[:len(ts)+1]
+			ts[len(ts)-1].Topic = b.part.topic
+		} else {
+			ts = append(ts, kmsg.ProduceRequestTopic{Topic: b.part.topic})
 		}
-		s.p.complete(batches, resp)
-	})
+		i = len(ts) - 1
+	}
+	ts[i].Partitions = append(ts[i].Partitions, kmsg.ProduceRequestTopicPartition{Partition: b.part.index, Records: b.buf})
+	r.req.Topics = ts
+}
+
+// handle takes the answer (or the error that replaced it) and gives the
+// request back for reuse.
+func (r *produceRequest) handle(resp kmsg.Response, err error) {
 	if err != nil {
-		s.p.completeAll(batches, err)
+		r.p.completeAll(r.batches, err)
+	} else {
+		r.p.complete(r.batches, resp)
 	}
+	for i := range r.req.Topics {
+		t := &r.req.Topics[i]
+		clear(t.Partitions) // drop the batches' buffers
+		t.Partitions = t.Partitions[:0]
+	}
+	r.req.Topics = r.req.Topics[:0]
+	clear(r.batches)
+	r.batches = r.batches[:0]
+	r.p.requests.Put(r)
 }
 
 // produceByName caps a Produce request at v12, the last that names topics:
@@ -227,7 +269,6 @@ func (p *Producer) succeed(b *batch, base int64) {
 		}
 	}
 	p.acc.done(b)
-	b.release()
 }
 
 // fail runs b's callbacks with err. A batch that was sent with a sequence
@@ -250,5 +291,4 @@ func (p *Producer) fail(b *batch, err error, inFlight bool) {
 		}
 	}
 	p.acc.done(b)
-	b.release()
 }
