@@ -78,7 +78,7 @@ type partition struct {
 
 	// Idempotence: the sequence numbers count for id.
 	id        producerID
-	nextSeq   int32 // base sequence of the next batch stamped
+	nextSeq   int32 // base sequence of the next batch sent for the first time
 	lastAcked int32 // last sequence number acknowledged; -1 before any
 }
 
@@ -215,8 +215,9 @@ func (a *accumulator) tryAppendLocked(p *partition, r *Record, ts int64, cb func
 // drain takes, for the partitions broker leads, the front batch of each
 // deque that is ready, as long as the request stays within
 // max.request.size (Kafka's RecordAccumulator.ready and drain in one
-// pass). The batches are closed and stamped with id and the partition's
-// sequence numbers, and counted in flight. wait is how long until the
+// pass). The batches are given id and the partition's sequence numbers
+// and counted in flight under the partition's lock, then closed
+// (compressed) and their headers written without it. wait is how long until the
 // next batch of this broker's may become ready (0: nothing pending).
 func (a *accumulator) drain(broker int32, now time.Time, id producerID, start int, out []*batch) (_ []*batch, wait time.Duration) {
 	all := *a.all.Load()
@@ -243,14 +244,15 @@ func (a *accumulator) drain(broker int32, now time.Time, id producerID, start in
 		}
 		p.batches[0] = nil
 		p.batches = p.batches[1:]
-		if !b.closed {
-			b.close(a.cfg.Compression)
-		}
-		a.stampLocked(p, b, id)
+		a.sequenceLocked(p, b, id)
 		p.inFlight++
 		p.inFlightTo = broker
 		b.attempts++
 		p.mu.Unlock()
+		if !b.closed {
+			b.close(a.cfg.Compression)
+		}
+		b.writeHeader()
 		size += len(b.buf)
 		out = append(out, b)
 	}
@@ -290,12 +292,12 @@ func (a *accumulator) readyLocked(p *partition, broker int32, now time.Time, for
 	return b, 0
 }
 
-// stampLocked gives b its producer id and base sequence the first time it
-// is sent, or again after the producer id changed. p.mu is held.
-func (a *accumulator) stampLocked(p *partition, b *batch, id producerID) {
+// sequenceLocked gives b its producer id and base sequence the first
+// time it is sent, or again after the producer id changed. p.mu is held.
+func (a *accumulator) sequenceLocked(p *partition, b *batch, id producerID) {
 	if !a.cfg.Idempotence {
 		if !b.stamped {
-			b.stamp(noProducerID, record.NoSequence)
+			b.setSequence(noProducerID, record.NoSequence)
 		}
 		return
 	}
@@ -305,7 +307,7 @@ func (a *accumulator) stampLocked(p *partition, b *batch, id producerID) {
 	if b.stamped && b.header.ProducerID == id.id && b.header.ProducerEpoch == id.epoch {
 		return // a retry: the same bytes, the same sequence
 	}
-	b.stamp(id, p.nextSeq)
+	b.setSequence(id, p.nextSeq)
 	p.nextSeq += int32(b.records())
 }
 

@@ -28,13 +28,14 @@ type batch struct {
 	maxTS   int64              // largest record timestamp, ms
 	created time.Time          // when the first record was appended
 	number  uint64             // its partition's batch count when made: deque order
-	header  record.BatchHeader // as last written by stamp
+	header  record.BatchHeader // the header fields; writeHeader puts them in buf
 
-	closed   bool          // compressed: no more appends; the records are final
-	stamped  bool          // header written (with the producer id and sequence in header)
-	retryAt  time.Time     // not sendable before this (retry.backoff.ms)
-	attempts int           // requests it was sent in
-	flushed  chan struct{} // closed when done; made only when a Flush waits
+	closed      bool          // compressed: no more appends; the records are final
+	stamped     bool          // the producer fields of header are set (setSequence)
+	headerStale bool          // header changed since writeHeader last wrote it
+	retryAt     time.Time     // not sendable before this (retry.backoff.ms)
+	attempts    int           // requests it was sent in
+	flushed     chan struct{} // closed when done; made only when a Flush waits
 }
 
 // pendingRecord is what the callback needs for one record.
@@ -118,30 +119,39 @@ func (b *batch) full() bool { return cap(b.buf)-len(b.buf) < 16 }
 
 // close compresses the records, if codec says so: from now on the
 // records are final.
+//
+// The batch is out of its deque by then, where no Produce can reach it, so
+// this runs without the partition's lock: appends to the partition go on
+// while a batch of it is compressed.
 func (b *batch) close(codec record.Codec) {
 	if codec != record.CodecNone {
 		b.compress(codec)
 	}
-	b.header = record.BatchHeader{
-		PartitionLeaderEpoch: record.NoPartitionLeaderEpoch,
-		Attributes:           record.Attributes(0).WithCodec(codec),
-		LastOffsetDelta:      int32(len(b.pending) - 1),
-		FirstTimestamp:       b.first,
-		MaxTimestamp:         b.maxTS,
-		NumRecords:           int32(len(b.pending)),
-	}
+	h := &b.header // the producer fields are the sequencer's (setSequence)
+	h.PartitionLeaderEpoch = record.NoPartitionLeaderEpoch
+	h.Attributes = record.Attributes(0).WithCodec(codec)
+	h.LastOffsetDelta = int32(len(b.pending) - 1)
+	h.FirstTimestamp, h.MaxTimestamp = b.first, b.maxTS
+	h.NumRecords = int32(len(b.pending))
 	b.closed = true
 }
 
-// stamp writes the header with the producer id, epoch and base sequence
-// (record.NoProducerID etc. without idempotence). A retry sends the bytes
-// as stamped; only a new producer id (after a sequence the broker could
-// not accept) restamps a batch, which rewrites the 61 header bytes and
-// the CRC, not the records.
-func (b *batch) stamp(id producerID, seq int32) {
+// setSequence gives the batch its producer id, epoch and base sequence
+// (record.NoProducerID etc. without idempotence); writeHeader puts them in
+// the bytes. A retry sends the bytes as they were; only a new producer id
+// (after a sequence the broker could not accept) changes them, which
+// rewrites the 61 header bytes and the CRC, not the records.
+func (b *batch) setSequence(id producerID, seq int32) {
 	b.header.ProducerID, b.header.ProducerEpoch, b.header.BaseSequence = id.id, id.epoch, seq
-	record.PutHeader(b.buf, &b.header)
-	b.stamped = true
+	b.stamped, b.headerStale = true, true
+}
+
+// writeHeader writes the header over the reserved bytes, if it changed.
+func (b *batch) writeHeader() {
+	if b.headerStale {
+		record.PutHeader(b.buf, &b.header)
+		b.headerStale = false
+	}
 }
 
 // scratch holds compressed records on their way back into a batch's
