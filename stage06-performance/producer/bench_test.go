@@ -50,7 +50,7 @@ func BenchmarkProducer(b *testing.B) {
 	}{{"rf1-acks1", startBrokerProcess, "1"}, {"rf3-acksall", startClusterProcess, "all"}} {
 		var addrs []string
 		var topic string
-		for _, client := range []string{"ours", "ours-1MB", "ours-reuse", "franz-go", "franz-go-reuse"} {
+		for _, client := range []string{"ours", "ours-1MB", "ours-reuse", "ours-1MB-reuse", "franz-go", "franz-go-reuse"} {
 			outer := b // the brokers outlive each sub-benchmark's runs
 			b.Run(setup.name+"/"+client, func(b *testing.B) {
 				if addrs == nil {
@@ -63,6 +63,8 @@ func BenchmarkProducer(b *testing.B) {
 					ourProducer(b, addrs, topic, setup.acks, "1048576", false, value)
 				case "ours-reuse":
 					ourProducer(b, addrs, topic, setup.acks, "16384", true, value)
+				case "ours-1MB-reuse":
+					ourProducer(b, addrs, topic, setup.acks, "1048576", true, value)
 				case "franz-go":
 					franzProducer(b, addrs, topic, setup.acks, false, value)
 				case "franz-go-reuse":
