@@ -72,8 +72,9 @@ type Producer struct {
 	metaMu      sync.Mutex    // guards metaChanged
 	metaChanged chan struct{} // closed and replaced at every metadata update
 
-	idMu sync.Mutex // guards id, and is held across InitProducerId
-	id   producerID // noProducerID until InitProducerId answers, and after a reset
+	idMu   sync.Mutex    // guards the two fields below; never held across a request
+	id     producerID    // noProducerID until InitProducerId answers, and after a reset
+	idInit chan struct{} // closed when the InitProducerId under way ends; nil when none is
 }
 
 // New returns a producer; it connects to the brokers when it first needs
@@ -112,7 +113,9 @@ func New(cfg Config, opts Options) (*Producer, error) {
 //
 // Callbacks run on the goroutine that reads the broker's answers, in the
 // order of each partition's records, as Kafka runs them on its I/O
-// thread: a callback must be quick and must not call Flush or Close.
+// thread: a callback must be quick, and must not call Flush or Close, nor
+// Produce a record that may wait for buffer memory (the memory comes back
+// on the goroutine the callback holds).
 func (p *Producer) Produce(ctx context.Context, r *Record, cb func(*Record, error)) error {
 	if p.closing.Load() {
 		return ErrClosed
@@ -414,53 +417,6 @@ func (p *Producer) wakeLeader(part *partition) {
 func (p *Producer) wakeAll() {
 	for _, s := range *p.senders.Load() {
 		s.signal()
-	}
-}
-
-// producerID returns the idempotent producer's id and epoch, asking a
-// broker for them (InitProducerId) when it has none.
-func (p *Producer) producerID(ctx context.Context) (producerID, error) {
-	p.idMu.Lock()
-	defer p.idMu.Unlock()
-	if p.id.id >= 0 {
-		return p.id, nil
-	}
-	m := p.pool.Metadata()
-	if m == nil || len(m.Brokers) == 0 {
-		return noProducerID, errors.New("no broker known yet")
-	}
-	var errs []error
-	for _, addr := range m.Brokers { // any broker hands out producer ids
-		rctx, cancel := context.WithTimeout(ctx, p.cfg.RequestTimeout)
-		conn, err := p.pool.Conn(rctx, addr)
-		if err == nil {
-			req := kmsg.NewPtrInitProducerIDRequest()
-			req.TransactionTimeoutMillis = 60_000 // Kafka's transaction.timeout.ms default; unused without a transactional id
-			var resp kmsg.Response
-			if resp, err = conn.Request(rctx, req); err == nil {
-				r := resp.(*kmsg.InitProducerIDResponse)
-				if err = kerr.ErrorForCode(r.ErrorCode); err == nil {
-					cancel()
-					p.id = producerID{r.ProducerID, r.ProducerEpoch}
-					p.logger.Debug("producer id", "id", r.ProducerID, "epoch", r.ProducerEpoch)
-					return p.id, nil
-				}
-			}
-		}
-		cancel()
-		errs = append(errs, fmt.Errorf("%s: %w", addr, err))
-	}
-	return noProducerID, errors.Join(errs...)
-}
-
-// resetProducerID forgets old, if it is still the producer's id, so that
-// the next batch sent asks for a new one.
-func (p *Producer) resetProducerID(old producerID) {
-	p.idMu.Lock()
-	defer p.idMu.Unlock()
-	if p.id == old {
-		p.logger.Warn("producer: a sequence was lost; taking a new producer id", "id", old.id, "epoch", old.epoch)
-		p.id = noProducerID
 	}
 }
 
