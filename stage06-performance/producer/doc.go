@@ -36,9 +36,9 @@
 // so a single loop would stall every broker behind the busiest one. Here
 // each broker has its own sender goroutine that drains only the partitions
 // it leads and may block on its own connection; answers are handled on
-// the connection's reader goroutine. Nothing is shared between senders
-// but the partitions' deques, each under its own mutex, as Kafka's deques
-// are under their own monitors.
+// the connection's reader goroutine. The senders share the partitions'
+// deques, each under its own mutex as Kafka's deques are under their own
+// monitors, and the BufferPool; nothing else.
 //
 // # Idempotence
 //
