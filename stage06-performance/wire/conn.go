@@ -176,6 +176,34 @@ func (c *Conn) Send(ctx context.Context, req kmsg.Request, done func(kmsg.Respon
 	return c.write(ctx, req, done)
 }
 
+// TrySend is Send for a caller that must not wait: it sends req only if
+// a slot is free at once, and reports whether it did (sent false, err
+// nil: MaxInFlight requests are unanswered, and done will not run). The
+// slot is taken atomically, so a Request made by another goroutine
+// between a Ready and this call cannot make it block. A single loop that
+// drives many connections (Kafka's Sender over its NetworkClient) sends
+// this way; the done of an answer frees a slot before it runs.
+func (c *Conn) TrySend(req kmsg.Request, done func(kmsg.Response, error)) (sent bool, err error) {
+	v, ok := c.Version(req)
+	if !ok {
+		return false, fmt.Errorf("%w: %s", ErrNoCommonVersion, kmsg.NameForKey(req.Key()))
+	}
+	select {
+	case c.slots <- struct{}{}:
+	case <-c.dead:
+		return false, c.Err()
+	default:
+		return false, nil
+	}
+	req.SetVersion(v)
+	return true, c.writeSlot(req, done)
+}
+
+// Ready reports whether a request could be sent without waiting now: a
+// hint (another goroutine may take the slot before this one does), which
+// lets a loop skip building a request for a connection that is full.
+func (c *Conn) Ready() bool { return len(c.slots) < cap(c.slots) }
+
 // send is Request without version negotiation, for ApiVersions itself.
 func (c *Conn) send(ctx context.Context, req kmsg.Request) (kmsg.Response, error) {
 	ch := make(chan kmsg.Response, 1)
@@ -199,6 +227,12 @@ func (c *Conn) write(ctx context.Context, req kmsg.Request, done func(kmsg.Respo
 	case <-ctx.Done():
 		return ctx.Err()
 	}
+	return c.writeSlot(req, done)
+}
+
+// writeSlot writes req once the caller holds a slot; it gives the slot
+// back when done will not run.
+func (c *Conn) writeSlot(req kmsg.Request, done func(kmsg.Response, error)) error {
 	c.mu.Lock()
 	if c.err != nil {
 		c.mu.Unlock()

@@ -128,6 +128,75 @@ func TestSendWaitsWhileMaxInFlightAreUnanswered(t *testing.T) {
 	}
 }
 
+// TrySend takes a slot only if one is free: with MaxInFlight requests
+// unanswered it returns at once, sends nothing, and will not run done.
+func TestTrySendDoesNotWaitForAFullConnection(t *testing.T) {
+	addr, reqs := silentBroker(t)
+	c, err := wire.Dial(ctx(t), addr, wire.Options{MaxInFlight: 2})
+	require.NoError(t, err)
+	defer c.Close()
+	ran := make(chan error, 3)
+	for range 2 {
+		require.True(t, c.Ready())
+		sent, err := c.TrySend(kmsg.NewPtrMetadataRequest(), func(_ kmsg.Response, err error) { ran <- err })
+		require.NoError(t, err)
+		require.True(t, sent)
+	}
+	for range 2 {
+		<-reqs
+	}
+	require.False(t, c.Ready())
+	sent, err := c.TrySend(kmsg.NewPtrMetadataRequest(), func(_ kmsg.Response, err error) { ran <- err })
+	require.NoError(t, err)
+	require.False(t, sent, "no slot was free")
+	select {
+	case corr := <-reqs:
+		t.Fatalf("a third request (corr %d) reached the broker", corr)
+	default:
+	}
+	c.Close()
+	for range 2 {
+		require.ErrorIs(t, <-ran, net.ErrClosed)
+	}
+	select {
+	case err := <-ran:
+		t.Fatalf("the done of a request not sent ran: %v", err)
+	case <-time.After(50 * time.Millisecond):
+	}
+	sent, err = c.TrySend(kmsg.NewPtrMetadataRequest(), func(kmsg.Response, error) {})
+	require.ErrorIs(t, err, net.ErrClosed)
+	require.False(t, sent)
+}
+
+// An answer frees its slot before its done runs, so a done (or whoever it
+// wakes) finds the slot free: a single sender loop woken by its answers
+// never misses one.
+func TestAnAnswerFreesItsSlotBeforeItsDoneRuns(t *testing.T) {
+	c, err := wire.Dial(ctx(t), startBroker(t), wire.Options{MaxInFlight: 1})
+	require.NoError(t, err)
+	defer c.Close()
+	const n = 50
+	sentInDone := make(chan bool, n)
+	var done func(kmsg.Response, error)
+	left := n
+	done = func(_ kmsg.Response, err error) {
+		require.NoError(t, err)
+		if left--; left == 0 {
+			close(sentInDone)
+			return
+		}
+		sent, err := c.TrySend(kmsg.NewPtrMetadataRequest(), done)
+		require.NoError(t, err)
+		sentInDone <- sent
+	}
+	sent, err := c.TrySend(kmsg.NewPtrMetadataRequest(), done)
+	require.NoError(t, err)
+	require.True(t, sent)
+	for sent := range sentInDone {
+		require.True(t, sent, "the slot was still taken when done ran")
+	}
+}
+
 // An unanswered request fails after request.timeout.ms, and so does every
 // request behind it: the connection is given up.
 func TestUnansweredRequestsFailAfterTheRequestTimeout(t *testing.T) {
