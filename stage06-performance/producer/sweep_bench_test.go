@@ -31,8 +31,9 @@ import (
 // last callback; records/batch, the mean over the batches the broker
 // stored (read back with Fetch after the run: the producer does not count
 // them); the latency of each record from Produce to its callback, mean and
-// p99, in ms. Each run gets a topic of its own, so that its batches can be
-// counted.
+// p99, in ms (as fast as the producer goes, that is mostly the wait for
+// buffer.memory: 32 MiB of batches queue ahead of a record). Each run gets
+// a topic of its own, so that its batches can be counted.
 //
 //	cd stage06-performance && go test -run '^$' -bench Batching -count 3 ./producer/ | tee batching.txt
 func BenchmarkBatching(b *testing.B) {

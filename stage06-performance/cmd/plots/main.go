@@ -39,6 +39,8 @@ var kinds = map[string]kind{
 		bench: "BenchmarkThreads (stage06 ./ceiling)", draw: drawThreads, w: 16 * vg.Centimeter, h: 10 * vg.Centimeter},
 	"ceiling": {about: "MB/s of raw write, sink, RF1 acks=1 and RF3 acks=all, with the aim of 0.8 × raw",
 		bench: "BenchmarkBrokerCeiling (stage06 ./ceiling)", draw: drawCeiling, w: 14 * vg.Centimeter, h: 10 * vg.Centimeter},
+	"batching": {about: "records/s per batch.size (log scale), one line per linger.ms", bench: "BenchmarkBatching (stage06 ./producer)", draw: drawBatching, w: 16 * vg.Centimeter, h: 10 * vg.Centimeter},
+	"codecs":   {about: "compression ratio (stored/values) against produce MB/s, a point per codec", bench: "BenchmarkCodecs (stage06 ./server)", draw: drawCodecs, w: 16 * vg.Centimeter, h: 10 * vg.Centimeter},
 }
 
 func main() {
