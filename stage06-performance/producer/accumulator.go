@@ -203,13 +203,13 @@ func (a *accumulator) append(ctx context.Context, p *partition, r *Record, ts in
 }
 
 // tryAppendLocked appends to the last batch if it is still open and has
-// room. p.mu is held.
+// room; a batch a record did not fit takes no more. p.mu is held.
 func (a *accumulator) tryAppendLocked(p *partition, r *Record, ts int64, cb func(*Record, error)) bool {
 	if len(p.batches) == 0 {
 		return false
 	}
 	last := p.batches[len(p.batches)-1]
-	return !last.closed && last.tryAppend(r, ts, cb)
+	return !last.closed && !last.sealed && last.tryAppend(r, ts, cb)
 }
 
 // drain takes, for the partitions broker leads, the front batch of each

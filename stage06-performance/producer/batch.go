@@ -31,6 +31,7 @@ type batch struct {
 	header  record.BatchHeader // the header fields; writeHeader puts them in buf
 
 	closed      bool          // compressed: no more appends; the records are final
+	sealed      bool          // a record did not fit: no more appends, ready at once
 	stamped     bool          // the producer fields of header are set (setSequence)
 	headerStale bool          // header changed since writeHeader last wrote it
 	retryAt     time.Time     // not sendable before this (retry.backoff.ms)
@@ -106,6 +107,10 @@ func (b *batch) tryAppend(r *Record, ts int64, cb func(*Record, error)) bool {
 	rec := record.Record{TimestampDelta: ts - b.first, OffsetDelta: int32(len(b.pending)),
 		Key: r.Key, Value: r.Value, Headers: r.Headers}
 	if len(b.pending) > 0 && len(b.buf)+rec.EncodedSize() > cap(b.buf) {
+		// Kafka closes such a batch for appends (closeForRecordAppends)
+		// and counts it full: it leaves at once instead of lingering for
+		// a record that would have to be smaller than this one.
+		b.sealed = true
 		return false
 	}
 	b.buf = rec.AppendTo(b.buf)
@@ -114,8 +119,9 @@ func (b *batch) tryAppend(r *Record, ts int64, cb func(*Record, error)) bool {
 	return true
 }
 
-// full reports whether the buffer has no room for a small record more.
-func (b *batch) full() bool { return cap(b.buf)-len(b.buf) < 16 }
+// full reports whether the batch takes no more records: one did not fit,
+// or there is no room for a small one.
+func (b *batch) full() bool { return b.sealed || cap(b.buf)-len(b.buf) < 16 }
 
 // close compresses the records, if codec says so: from now on the
 // records are final.

@@ -62,6 +62,34 @@ func TestBatchesFillUpToBatchSize(t *testing.T) {
 	t.Logf("%d records of %d bytes in %d batches of %d records", n, recordSize, len(batches), batches[0].NumRecords)
 }
 
+// TestAFullBatchLeavesWithoutWaitingOutLinger: a record that does not fit
+// closes its batch for appends and makes it ready at once, as Kafka's
+// closeForRecordAppends does, even when the sticky partitioner moves the
+// next keyless records to another partition and nothing follows the full
+// batch in its deque.
+func TestAFullBatchLeavesWithoutWaitingOutLinger(t *testing.T) {
+	addr := startBroker(t)
+	createTopic(t, []string{addr}, "sticky", 2, 1)
+	const linger = 20 * time.Second
+	p := newProducer(t, []string{addr}, "acks", "1", "batch.size", "1024", "linger.ms", fmt.Sprint(linger.Milliseconds()))
+	a := newAcks()
+	value := strings.Repeat("v", 100)
+	var first []int32 // the partition of each record, as Produce chose it
+	for i := range 12 {
+		r := &producer.Record{Topic: "sticky", Value: []byte(fmt.Sprintf("%02d%s", i, value))}
+		require.NoError(t, p.Produce(ctx(t), r, a.callback))
+		first = append(first, r.Partition)
+	}
+	full := 0 // the records of the first partition, before the switch
+	for full < len(first) && first[full] == first[0] {
+		full++
+	}
+	require.Less(t, full, len(first), "the sticky partitioner moved on once the batch was full: %v", first)
+	start := time.Now()
+	a.waitFor(t, full, linger/2)
+	t.Logf("the full batch of %d records was acknowledged after %v (linger.ms=%d)", full, time.Since(start), linger.Milliseconds())
+}
+
 // TestEveryCodecRoundTrips: with each compression.type, the records read
 // back are the ones produced, and the batches are stored with the codec,
 // on our broker and on franz-go's kfake (idempotent there: acks=all).

@@ -150,7 +150,9 @@ func (p *Producer) Produce(ctx context.Context, r *Record, cb func(*Record, erro
 	opened, err := p.acc.append(ctx, part, r, ms, size, cb, keyless)
 	if errors.Is(err, errAbortForNewBatch) {
 		// KIP-480: the sticky partition's batch is full or gone; stick
-		// to another partition, and open a batch there if need be.
+		// to another partition, and open a batch there if need be. The
+		// full batch is ready now: its sender may be waiting out linger.ms.
+		p.wakeLeader(part)
 		part = parts[p.sticky.onNewBatch(t.name, part.index, parts)]
 		r.Partition = part.index
 		opened, err = p.acc.append(ctx, part, r, ms, size, cb, false)
