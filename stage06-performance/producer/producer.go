@@ -40,6 +40,11 @@ var ErrNoMetadata = errors.New("producer: topic not present in metadata")
 // Options are the parts of a producer that are not Kafka configuration.
 type Options struct {
 	Logger *slog.Logger // slog.Default if nil
+	// SingleSender runs Kafka's design: one goroutine (Kafka's Sender
+	// thread) drives every broker connection, sending only where a slot
+	// is free (sender_loop.go). false, the default: one sender goroutine
+	// per broker, which may block on its own connection (sender.go).
+	SingleSender bool
 }
 
 // metadataMaxAge is Kafka's metadata.max.age.ms default: the metadata is
@@ -66,6 +71,7 @@ type Producer struct {
 	closing atomic.Bool    // Close was called: Produce refuses
 
 	senders  atomic.Pointer[map[int32]*sender] // by broker id; copy on write by the metadata loop
+	loop     *senderLoop                       // Options.SingleSender: the one loop that drives every broker; nil otherwise
 	requests sync.Pool                         // *produceRequest, reused once answered
 	refresh  chan struct{}                     // capacity 1: a metadata refresh is wanted
 
@@ -101,6 +107,14 @@ func New(cfg Config, opts Options) (*Producer, error) {
 	p.acc = newAccumulator(&p.cfg, p.buffer)
 	p.requests.New = func() any { return newProduceRequest(p) }
 	p.senders.Store(&map[int32]*sender{})
+	if opts.SingleSender {
+		p.loop = newSenderLoop(p)
+		p.wg.Add(1)
+		go func() {
+			defer p.wg.Done()
+			p.loop.run(ctx)
+		}()
+	}
 	p.wg.Add(1)
 	go p.metadataLoop(ctx)
 	return p, nil
@@ -338,13 +352,7 @@ func (p *Producer) apply(ctx context.Context, m *wire.Metadata) {
 				next[k] = v
 			}
 		}
-		s := newSender(p, id)
-		next[id] = s
-		p.wg.Add(1)
-		go func() {
-			defer p.wg.Done()
-			s.run(ctx)
-		}()
+		next[id] = p.startSender(ctx, id)
 	}
 	if next != nil {
 		p.senders.Store(&next)

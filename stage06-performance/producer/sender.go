@@ -17,14 +17,29 @@ import (
 // the answers come back. wire.Conn.Send waits while
 // max.in.flight.requests.per.connection requests are unanswered: that
 // wait is where batches grow while the broker is busy.
+//
+// With Options.SingleSender no sender runs: each broker's sender only
+// carries the wake channel of the one senderLoop (sender_loop.go).
 type sender struct {
 	p      *Producer
 	broker int32
-	wake   chan struct{} // capacity 1: "look again", coalesced
+	wake   chan struct{} // capacity 1: "look again", coalesced; the senderLoop's, shared, with SingleSender
 }
 
-func newSender(p *Producer, broker int32) *sender {
-	return &sender{p: p, broker: broker, wake: make(chan struct{}, 1)}
+// startSender returns the sender of a broker the metadata names for the
+// first time, running its goroutine unless the senderLoop drives every
+// broker.
+func (p *Producer) startSender(ctx context.Context, broker int32) *sender {
+	if p.loop != nil {
+		return &sender{p: p, broker: broker, wake: p.loop.wake}
+	}
+	s := &sender{p: p, broker: broker, wake: make(chan struct{}, 1)}
+	p.wg.Add(1)
+	go func() {
+		defer p.wg.Done()
+		s.run(ctx)
+	}()
+	return s
 }
 
 // signal asks the sender to look at its partitions again; it never
@@ -50,21 +65,9 @@ func (s *sender) run(ctx context.Context) {
 		case <-timer.C:
 		}
 		for ctx.Err() == nil {
-			id := noProducerID
-			if s.p.cfg.Idempotence {
-				var err error
-				if id, err = s.p.producerID(ctx); err != nil {
-					s.p.logf("InitProducerId: %v", err)
-					timer.Reset(s.p.cfg.RetryBackoff)
-					break
-				}
-			}
-			r := s.p.requests.Get().(*produceRequest)
-			var wait time.Duration
-			r.batches, wait = s.p.acc.drain(s.broker, time.Now(), id, start, r.batches)
+			r, wait := s.p.nextRequest(ctx, s.broker, start)
 			start++
-			if len(r.batches) == 0 {
-				s.p.requests.Put(r)
+			if r == nil {
 				if wait > 0 {
 					timer.Reset(wait)
 				}
@@ -75,6 +78,34 @@ func (s *sender) run(ctx context.Context) {
 	}
 }
 
+// nextRequest drains broker's ready batches into a Produce request, built
+// and ready to send; or returns nil and how long until a batch of broker's
+// may be ready (0: nothing pending), or retry.backoff.ms when no producer
+// id could be had. Both senders start here.
+func (p *Producer) nextRequest(ctx context.Context, broker int32, start int) (*produceRequest, time.Duration) {
+	id := noProducerID
+	if p.cfg.Idempotence {
+		var err error
+		if id, err = p.producerID(ctx); err != nil {
+			p.logf("InitProducerId: %v", err)
+			return nil, p.cfg.RetryBackoff
+		}
+	}
+	r := p.requests.Get().(*produceRequest)
+	var wait time.Duration
+	r.batches, wait = p.acc.drain(broker, time.Now(), id, start, r.batches)
+	if len(r.batches) == 0 {
+		p.requests.Put(r)
+		return nil, wait
+	}
+	r.req.Acks = p.cfg.Acks
+	r.req.TimeoutMillis = int32(p.cfg.RequestTimeout.Milliseconds())
+	for _, b := range r.batches {
+		r.add(b)
+	}
+	return r, wait
+}
+
 // send writes one Produce request with r's batches; its answer is handled
 // on the connection's reader goroutine.
 func (s *sender) send(ctx context.Context, r *produceRequest) {
@@ -83,16 +114,7 @@ func (s *sender) send(ctx context.Context, r *produceRequest) {
 		r.handle(nil, fmt.Errorf("broker %d: %w", s.broker, err))
 		return
 	}
-	r.req.Acks = s.p.cfg.Acks
-	r.req.TimeoutMillis = int32(s.p.cfg.RequestTimeout.Milliseconds())
-	for _, b := range r.batches {
-		r.add(b)
-	}
-	var out kmsg.Request = &r.req
-	if r.req.Acks != 0 {
-		out = produceByName{&r.req}
-	}
-	if err := conn.Send(ctx, out, r.done); err != nil {
+	if err := conn.Send(ctx, r.request(), r.done); err != nil {
 		r.handle(nil, err) // done will not run
 	}
 }
@@ -112,6 +134,15 @@ func newProduceRequest(p *Producer) *produceRequest {
 	r := &produceRequest{p: p, req: kmsg.NewProduceRequest()}
 	r.done = r.handle
 	return r
+}
+
+// request is what goes on the wire: the Produce request as nextRequest
+// built it, capped at v12 unless acks=0 (see produceByName).
+func (r *produceRequest) request() kmsg.Request {
+	if r.req.Acks == 0 {
+		return &r.req
+	}
+	return produceByName{&r.req}
 }
 
 // add puts b in the request, under its topic.
