@@ -8,6 +8,7 @@ import (
 	"net"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -189,6 +190,9 @@ type brokerProxy struct {
 	ln     net.Listener
 	target string
 	routes map[string]string // broker address → its proxy's; set before the first connection
+	// produces counts the Produce requests relayed, for the benchmark's
+	// records/request.
+	produces atomic.Int64
 
 	mu    sync.Mutex
 	open  chan struct{} // closed while answers flow
@@ -198,6 +202,15 @@ type brokerProxy struct {
 // proxies are a cluster's brokers behind brokerProxies.
 type proxies struct {
 	byBroker map[int32]*brokerProxy
+}
+
+// produces is the number of Produce requests relayed so far.
+func (ps proxies) produces() int64 {
+	n := int64(0)
+	for _, x := range ps.byBroker {
+		n += x.produces.Load()
+	}
+	return n
 }
 
 func (ps proxies) addrs() []string {
@@ -284,7 +297,11 @@ func (x *brokerProxy) serve(c, b net.Conn) {
 			if err != nil || len(frame) < 8 {
 				return
 			}
-			asked <- [2]int16{int16(binary.BigEndian.Uint16(frame)), int16(binary.BigEndian.Uint16(frame[2:]))}
+			key := int16(binary.BigEndian.Uint16(frame))
+			if key == 0 {
+				x.produces.Add(1)
+			}
+			asked <- [2]int16{key, int16(binary.BigEndian.Uint16(frame[2:]))}
 			if _, err := b.Write(binary.BigEndian.AppendUint32(nil, uint32(len(frame)))); err != nil {
 				return
 			}
