@@ -181,6 +181,96 @@ func TestABrokerWhoseAnswersAreHeldDoesNotStallTheOthers(t *testing.T) {
 	}
 }
 
+// TestEverySenderIsIdempotentAcrossALeaderRestart: three brokers, a topic
+// of three partitions on all three (min.insync.replicas=2), an idempotent
+// producer (acks=all, five in flight) writing keyed records while the
+// leader of partition 0 stops and starts again: in both sender modes every
+// record is acknowledged once and read back once, in the order produced
+// on its partition. (The longer story, every broker restarting in turn,
+// is TestIdempotentProducerAcknowledgesEveryRecordOnceAcrossBrokerRestarts,
+// per-broker senders only.)
+func TestEverySenderIsIdempotentAcrossALeaderRestart(t *testing.T) {
+	const partitions = 3
+	c := startCluster(t, 3, "restarts", partitions, 3, map[string]string{"min.insync.replicas": "2", "replica.lag.time.max.ms": "1500"})
+	waitISRs := func() {
+		t.Helper()
+		require.Eventually(t, func() bool {
+			for part := range int32(partitions) {
+				if isr, _, err := c.ISR(commitlog.TopicPartition{Topic: "restarts", Partition: part}); err != nil || len(isr) != 3 {
+					return false
+				}
+			}
+			return true
+		}, 30*time.Second, 10*time.Millisecond, "every ISR whole")
+	}
+	for _, mode := range senderModes {
+		t.Run(mode.name, func(t *testing.T) {
+			waitISRs()
+			p := newProducerWith(t, mode.single, c.Addrs(), "request.timeout.ms", "3000", "delivery.timeout.ms", "60000",
+				"linger.ms", "2", "batch.size", "4096")
+			a := newAcks()
+			prefix := mode.name + "-"
+			var sent atomic.Int64
+			stop := make(chan struct{})
+			var wg sync.WaitGroup
+			wg.Go(func() {
+				for i := 0; ; i++ {
+					select {
+					case <-stop:
+						return
+					default:
+					}
+					r := &producer.Record{Topic: "restarts", Key: []byte(fmt.Sprintf("key-%d", i%30)), Value: []byte(prefix + strconv.Itoa(i))}
+					if err := p.Produce(ctx(t), r, a.callback); err != nil {
+						t.Errorf("Produce: %v", err)
+						return
+					}
+					sent.Add(1)
+				}
+			})
+			progress := func(n int, what string) {
+				t.Helper()
+				from := a.count()
+				require.Eventually(t, func() bool { return a.count() >= from+n }, 30*time.Second, 5*time.Millisecond,
+					"the producer goes on %s (%d callbacks)", what, a.count())
+			}
+			progress(2000, "at the start")
+			victim := leaderOf(t, c, commitlog.TopicPartition{Topic: "restarts", Partition: 0})
+			require.NoError(t, c.StopBroker(victim))
+			require.NoError(t, c.Controller.BrokerStopped(victim))
+			progress(1000, fmt.Sprintf("with broker %d stopped", victim))
+			require.NoError(t, c.StartBroker(victim))
+			require.NoError(t, c.Controller.BrokerStarted(victim))
+			waitISRs()
+			progress(1000, fmt.Sprintf("after broker %d came back", victim))
+			close(stop)
+			wg.Wait()
+			require.NoError(t, p.Flush(ctx(t)))
+
+			got, failed, twice := a.snapshot()
+			require.Empty(t, failed, "an idempotent producer retries until acknowledged")
+			require.Empty(t, twice, "each callback runs once")
+			require.Equal(t, int(sent.Load()), len(got))
+			seen := map[string]bool{}
+			last := map[int32]int{}
+			for _, r := range readAll(t, c.Addrs(), "restarts") {
+				if len(r.value) <= len(prefix) || r.value[:len(prefix)] != prefix {
+					continue // the other mode's records
+				}
+				require.False(t, seen[r.value], "record %s read twice", r.value)
+				seen[r.value] = true
+				require.Equal(t, got[r.value], ack{r.partition, r.offset}, "record %s is where its callback said", r.value)
+				v, _ := strconv.Atoi(r.value[len(prefix):])
+				if prev, ok := last[r.partition]; ok {
+					require.Greater(t, v, prev, "partition %d: %d after %d", r.partition, v, prev)
+				}
+				last[r.partition] = v
+			}
+			require.Len(t, seen, len(got), "every acknowledged record is there, once")
+		})
+	}
+}
+
 // A brokerProxy stands between the clients and one broker of a cluster:
 // it rewrites the brokers' addresses in Metadata answers to their
 // proxies', so that a client that bootstraps from the proxies reaches
