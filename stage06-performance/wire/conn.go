@@ -178,7 +178,8 @@ func (c *Conn) Send(ctx context.Context, req kmsg.Request, done func(kmsg.Respon
 
 // TrySend is Send for a caller that must not wait: it sends req only if
 // a slot is free at once, and reports whether it did (sent false, err
-// nil: MaxInFlight requests are unanswered, and done will not run). The
+// nil: MaxInFlight requests are unanswered). done runs only when sent is
+// true. The
 // slot is taken atomically, so a Request made by another goroutine
 // between a Ready and this call cannot make it block. A single loop that
 // drives many connections (Kafka's Sender over its NetworkClient) sends
@@ -196,7 +197,10 @@ func (c *Conn) TrySend(req kmsg.Request, done func(kmsg.Response, error)) (sent 
 		return false, nil
 	}
 	req.SetVersion(v)
-	return true, c.writeSlot(req, done)
+	if err := c.writeSlot(req, done); err != nil {
+		return false, err // the connection died meanwhile: done will not run
+	}
+	return true, nil
 }
 
 // Ready reports whether a request could be sent without waiting now: a
