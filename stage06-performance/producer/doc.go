@@ -46,22 +46,23 @@
 // on the side, and sleeps until a batch, an answer, a dial or a deadline
 // wakes it. Both share nextRequest (drain and build) and the answer's
 // handling. Measured on this 2-core box (three stage 04 brokers in the
-// process, six partitions RF1, 100-byte records, acks=1; median of five
-// rounds of 1,000,000 records, the modes alternating; CPU is the whole
+// process, six partitions RF1, 100-byte records, acks=1; three runs of
+// five rounds of 1,000,000 records, the modes alternating; medians of the
+// 15, and of the 15 ratios of the rounds' two modes; CPU is the whole
 // process's, brokers included):
 //
-//	records/s, CPU ns/record  per-broker            single loop
-//	direct                    2.28M rec/s, 810 ns   2.27M rec/s, 823 ns
-//	through proxies           1.85M rec/s, 1025 ns  1.73M rec/s, 1073 ns
-//	one broker 5 ms late      0.64M rec/s, 1175 ns  0.64M rec/s, 1190 ns
+//	records/s, CPU ns/record  per-broker   single loop  single/per-broker
+//	direct                    2.17M, 855   2.07M, 923   1.07, 0.96
+//	through proxies           1.76M, 1067  1.74M, 1040  1.03, 0.98
+//	one broker 5 ms late      0.63M, 1193  0.64M, 1210  0.99, 1.01
 //
 //	go test -run '^$' -bench Senders -benchtime 1000000x ./producer
 //
-// The two are the same within this box's noise (the rounds of one case
-// differ by up to 15%, the first of a run by more).
-// Both send about 290 records per request (two full 16 KiB batches), so
-// draining only when a slot is free buys nothing here; a goroutine blocked
-// on a full connection costs nothing while it waits. With one slow broker
+// The two are the same within this box's noise: the ratios of single
+// rounds range over 0.86-1.47, and which mode is ahead changes from run
+// to run. Both send about 290 records per request (two full 16 KiB
+// batches), so draining only when a slot is free buys nothing here; and a
+// goroutine blocked on a full connection costs nothing while it waits. With one slow broker
 // both go at its pace: the sticky partitioner keeps giving its partitions
 // a third of the records, their batches fill buffer.memory and Produce
 // waits (Kafka's remedy is KIP-794's adaptive partitioner, not the
