@@ -59,20 +59,21 @@
 //	go test -run '^$' -bench Senders -benchtime 1000000x ./producer
 //
 // The two are the same within this box's noise: the ratios of single
-// rounds range over 0.86-1.47, and which mode is ahead changes from run
-// to run. Both send about 290 records per request (two full 16 KiB
-// batches), so draining only when a slot is free buys nothing here; and a
-// goroutine blocked on a full connection costs nothing while it waits. With one slow broker
-// both go at its pace: the sticky partitioner keeps giving its partitions
-// a third of the records, their batches fill buffer.memory and Produce
-// waits (Kafka's remedy is KIP-794's adaptive partitioner, not the
+// rounds range over 0.86-1.47, and which mode is ahead changes from run to
+// run. Both send about 290 records per request (two full 16 KiB batches),
+// so draining only when a slot is free buys nothing here; and a goroutine
+// blocked on a full connection costs nothing while it waits. With one slow
+// broker both go at its pace: the sticky partitioner keeps giving its
+// partitions a third of the records, their batches fill buffer.memory and
+// Produce waits (Kafka's remedy is KIP-794's adaptive partitioner, not the
 // Sender). The other brokers' records still flow in both modes while one
-// broker's answers are held (TestABrokerWhoseAnswersAreHeldDoesNotStallTheOthers).
-// What is left is the code: the single loop needs a send that cannot
-// wait, dials on goroutines of their own, a request kept while its slot
-// went to a metadata request, and a poll for slots such requests free
-// without a word; and it still stops for InitProducerId. So per-broker
-// senders stay the default.
+// broker's answers are held
+// (TestABrokerWhoseAnswersAreHeldDoesNotStallTheOthers). What is left is
+// the code: the single loop needs a send that cannot wait, dials on
+// goroutines of their own, a request kept while its slot went to a
+// metadata request, and a poll for slots such requests free without a
+// word; and it still stops for InitProducerId. So per-broker senders stay
+// the default.
 //
 // # Idempotence
 //
