@@ -24,7 +24,7 @@ import (
 )
 
 // The load of BenchmarkBrokerCeiling: 100-byte records, 1,000 to a batch
-// (a 108 KB batch, one per request; Kafka's producer sends up to
+// (a 110 KB batch, one per request; Kafka's producer sends up to
 // max.request.size = 1 MB), over 4 connections with 8 requests in flight
 // on each, to 4 partitions led by one broker; 512 MiB of batches a phase.
 const (

@@ -34,7 +34,7 @@ func drawCeiling(res results) (*plot.Plot, error) {
 		vals[i], names[i] = v, ph.label
 	}
 	p := plot.New()
-	p.Title.Text = "512 MiB of 108 KB batches of 100 B records (median)"
+	p.Title.Text = "512 MiB of 110 KB batches of 100 B records (median)"
 	p.Y.Label.Text = "MB/s of batch bytes"
 	bars, err := plotter.NewBarChart(vals, vg.Points(40))
 	if err != nil {
