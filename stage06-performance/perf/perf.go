@@ -138,7 +138,9 @@ type Stats struct {
 func (s Stats) RecordsPerSec() float64 { return float64(s.Records) / max(s.Elapsed.Seconds(), 1e-9) }
 
 // MBPerSec is the byte rate in MiB/s, as Kafka's tools count a MB.
-func (s Stats) MBPerSec() float64 { return float64(s.Bytes) / (1 << 20) / max(s.Elapsed.Seconds(), 1e-9) }
+func (s Stats) MBPerSec() float64 {
+	return float64(s.Bytes) / (1 << 20) / max(s.Elapsed.Seconds(), 1e-9)
+}
 
 // Snapshot returns the window since the last snapshot and starts a new one.
 func (w *Window) Snapshot() Stats {
