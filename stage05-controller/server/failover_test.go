@@ -17,6 +17,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kafkaworkbook/workbook/stage01-log/commitlog"
+	"github.com/kafkaworkbook/workbook/stage02-reactor/protocol"
 	"github.com/kafkaworkbook/workbook/stage05-controller/brokertest"
 	"github.com/kafkaworkbook/workbook/stage05-controller/kafkazk"
 	"github.com/kafkaworkbook/workbook/stage05-controller/zktest"
@@ -58,6 +59,45 @@ func createTopic(t testing.TB, c *brokertest.Cluster, topic string, partitions i
 	created, err := kadm.NewClient(client(t, c)).CreateTopics(ctx, partitions, 3, configs, topic)
 	require.NoError(t, err)
 	require.NoError(t, created[topic].Err)
+	waitTopicEverywhere(t, c, topic, partitions)
+}
+
+// waitTopicEverywhere waits until every running broker's metadata lists
+// topic with a leader for each partition. CreateTopics answers once the
+// controller wrote the topic; the brokers learn it from UpdateMetadata a
+// moment later, and a group coordinator refuses commits for a topic it
+// does not know yet (UNKNOWN_TOPIC_OR_PARTITION, as Kafka's does).
+func waitTopicEverywhere(t testing.TB, c *brokertest.Cluster, topic string, partitions int32) {
+	t.Helper()
+	for _, addr := range c.Addrs() {
+		require.Eventually(t, func() bool {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			pc, err := protocol.Dial(ctx, addr, "test")
+			if err != nil {
+				return false
+			}
+			defer pc.Close()
+			req := kmsg.NewPtrMetadataRequest()
+			rt := kmsg.NewMetadataRequestTopic()
+			rt.Topic = kmsg.StringPtr(topic)
+			req.Topics = append(req.Topics, rt)
+			resp, err := pc.Request(ctx, req)
+			if err != nil {
+				return false
+			}
+			m := resp.(*kmsg.MetadataResponse)
+			if len(m.Topics) != 1 || m.Topics[0].ErrorCode != 0 || len(m.Topics[0].Partitions) != int(partitions) {
+				return false
+			}
+			for _, p := range m.Topics[0].Partitions {
+				if p.ErrorCode != 0 || p.Leader < 0 {
+					return false
+				}
+			}
+			return true
+		}, 30*time.Second, 10*time.Millisecond, "broker at %s learns topic %s", addr, topic)
+	}
 }
 
 // waitController waits until /controller names a broker that ok accepts
