@@ -112,5 +112,5 @@
 //	portable.go            NewPortableServer: a goroutine per connection
 //	portable_watch_unix.go how it hears a waiting client leave
 //	region_sender_unix.go  CopyRegionSender
-//	loadgen/               a closed-loop load generator for benchmarks and brokers
+//	loadgen/               a load generator for benchmarks and brokers: closed loops, or pipelined (Config.InFlight)
 package network
