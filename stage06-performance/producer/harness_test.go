@@ -3,10 +3,8 @@ package producer_test
 import (
 	"context"
 	"fmt"
-	"io"
 	"log/slog"
 	"maps"
-	"net"
 	"os"
 	"path/filepath"
 	"sync"
@@ -242,75 +240,13 @@ func storedBatches(t testing.TB, addr, topic string, partition int32) []record.B
 	}
 }
 
-// A gate is a TCP proxy in front of a broker that can hold the broker's
-// answers (Hold) and let them through again (Release): requests still
-// reach the broker, their responses wait.
-type gate struct {
-	ln     net.Listener
-	target string
-
-	mu   sync.Mutex
-	open chan struct{} // closed while answers flow
-}
-
-// startGatedBroker starts a stage 02 broker that advertises a gate's
-// address, so that every client connection goes through the gate.
-func startGatedBroker(t testing.TB) (*gate, string) {
+// startGatedBroker starts a stage 02 broker that advertises a
+// brokerProxy's address, so that every client connection goes through the
+// proxy, whose Hold keeps the broker's answers from the clients.
+func startGatedBroker(t testing.TB) (*brokerProxy, string) {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	t.Cleanup(func() { ln.Close() })
-	g := &gate{ln: ln, open: make(chan struct{})}
-	close(g.open)
-	g.target = startBroker(t, "advertised.listeners", "PLAINTEXT://"+ln.Addr().String())
-	go g.accept()
-	return g, ln.Addr().String()
-}
-
-func (g *gate) accept() {
-	for {
-		c, err := g.ln.Accept()
-		if err != nil {
-			return
-		}
-		b, err := net.Dial("tcp", g.target)
-		if err != nil {
-			c.Close()
-			continue
-		}
-		go func() { io.Copy(b, c); b.Close() }()
-		go func() {
-			defer c.Close()
-			buf := make([]byte, 64<<10)
-			for {
-				n, err := b.Read(buf)
-				if n > 0 {
-					g.mu.Lock()
-					open := g.open
-					g.mu.Unlock()
-					<-open
-					if _, werr := c.Write(buf[:n]); werr != nil {
-						return
-					}
-				}
-				if err != nil {
-					return
-				}
-			}
-		}()
-	}
-}
-
-// Hold keeps the broker's next answers from the clients.
-func (g *gate) Hold() {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	g.open = make(chan struct{})
-}
-
-// Release lets the held answers through.
-func (g *gate) Release() {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	close(g.open)
+	x := listenProxy(t, map[string]string{})
+	x.target = startBroker(t, "advertised.listeners", "PLAINTEXT://"+x.ln.Addr().String())
+	go x.accept()
+	return x, x.ln.Addr().String()
 }

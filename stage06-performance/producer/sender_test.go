@@ -318,18 +318,27 @@ func proxyCluster(t testing.TB, c *s4.Cluster) proxies {
 	routes := map[string]string{}
 	for _, id := range c.Running() {
 		b, _ := c.Broker(id)
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		require.NoError(t, err)
-		t.Cleanup(func() { ln.Close() })
-		x := &brokerProxy{ln: ln, target: b.Addr().String(), routes: routes, open: make(chan struct{})}
-		close(x.open)
-		routes[x.target] = ln.Addr().String()
+		x := listenProxy(t, routes)
+		x.target = b.Addr().String()
+		routes[x.target] = x.ln.Addr().String()
 		ps.byBroker[id] = x
 	}
 	for _, x := range ps.byBroker {
 		go x.accept()
 	}
 	return ps
+}
+
+// listenProxy returns a proxy listening on 127.0.0.1, its answers
+// flowing; the caller sets its target and starts accept.
+func listenProxy(t testing.TB, routes map[string]string) *brokerProxy {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	t.Cleanup(func() { ln.Close() })
+	x := &brokerProxy{ln: ln, routes: routes, open: make(chan struct{})}
+	close(x.open)
+	return x
 }
 
 // Hold keeps the broker's next answers from the clients.
