@@ -7,6 +7,8 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -249,4 +251,36 @@ func startGatedBroker(t testing.TB) (*brokerProxy, string) {
 	x.target = startBroker(t, "advertised.listeners", "PLAINTEXT://"+x.ln.Addr().String())
 	go x.accept()
 	return x, x.ln.Addr().String()
+}
+
+// requireOnceInOrder checks an idempotent producer's run: each of the sent
+// records acknowledged once and none failed; and of the records read back,
+// those whose value starts with prefix (then a counter) are each there
+// once, where their callback said, in produce order per partition. It
+// returns how many were acknowledged.
+func requireOnceInOrder(t testing.TB, a *acks, sent int, read []consumed, prefix string) int {
+	t.Helper()
+	got, failed, twice := a.snapshot()
+	require.Empty(t, failed, "an idempotent producer retries until acknowledged")
+	require.Empty(t, twice, "each callback runs once")
+	require.Equal(t, sent, len(got))
+	seen := map[string]bool{}
+	last := map[int32]int{}
+	for _, r := range read {
+		if !strings.HasPrefix(r.value, prefix) || len(r.value) == len(prefix) {
+			continue // another run's records
+		}
+		require.False(t, seen[r.value], "record %s read twice", r.value)
+		seen[r.value] = true
+		where, ok := got[r.value]
+		require.True(t, ok, "record %s was never acknowledged", r.value)
+		require.Equal(t, ack{r.partition, r.offset}, where, "record %s is where its callback said", r.value)
+		v, _ := strconv.Atoi(r.value[len(prefix):])
+		if prev, ok := last[r.partition]; ok {
+			require.Greater(t, v, prev, "partition %d: %d after %d", r.partition, v, prev)
+		}
+		last[r.partition] = v
+	}
+	require.Len(t, seen, len(got), "every acknowledged record is there, once")
+	return len(got)
 }

@@ -97,26 +97,6 @@ func TestIdempotentProducerAcknowledgesEveryRecordOnceAcrossBrokerRestarts(t *te
 	wg.Wait()
 	require.NoError(t, p.Flush(ctx(t)))
 
-	got, failed, twice := a.snapshot()
-	require.Empty(t, failed, "an idempotent producer retries until acknowledged")
-	require.Empty(t, twice, "each callback runs once")
-	require.Equal(t, int(sent.Load()), len(got))
-
-	read := readAll(t, c.Addrs(), topic)
-	seen := map[string]bool{}
-	last := map[int32]int{}
-	for _, r := range read {
-		require.False(t, seen[r.value], "record %s read twice", r.value)
-		seen[r.value] = true
-		where, ok := got[r.value]
-		require.True(t, ok, "record %s was never acknowledged", r.value)
-		require.Equal(t, ack{r.partition, r.offset}, where, "record %s is where its callback said", r.value)
-		v, _ := strconv.Atoi(r.value)
-		if prev, ok := last[r.partition]; ok {
-			require.Greater(t, v, prev, "partition %d: %d after %d", r.partition, v, prev)
-		}
-		last[r.partition] = v
-	}
-	require.Len(t, read, len(got), "every acknowledged record is there, once")
-	t.Logf("%d records acknowledged and read back once each, in order per partition", len(got))
+	n := requireOnceInOrder(t, a, int(sent.Load()), readAll(t, c.Addrs(), topic), "")
+	t.Logf("%d records acknowledged and read back once each, in order per partition", n)
 }

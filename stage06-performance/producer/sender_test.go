@@ -247,26 +247,7 @@ func TestEverySenderIsIdempotentAcrossALeaderRestart(t *testing.T) {
 			wg.Wait()
 			require.NoError(t, p.Flush(ctx(t)))
 
-			got, failed, twice := a.snapshot()
-			require.Empty(t, failed, "an idempotent producer retries until acknowledged")
-			require.Empty(t, twice, "each callback runs once")
-			require.Equal(t, int(sent.Load()), len(got))
-			seen := map[string]bool{}
-			last := map[int32]int{}
-			for _, r := range readAll(t, c.Addrs(), "restarts") {
-				if len(r.value) <= len(prefix) || r.value[:len(prefix)] != prefix {
-					continue // the other mode's records
-				}
-				require.False(t, seen[r.value], "record %s read twice", r.value)
-				seen[r.value] = true
-				require.Equal(t, got[r.value], ack{r.partition, r.offset}, "record %s is where its callback said", r.value)
-				v, _ := strconv.Atoi(r.value[len(prefix):])
-				if prev, ok := last[r.partition]; ok {
-					require.Greater(t, v, prev, "partition %d: %d after %d", r.partition, v, prev)
-				}
-				last[r.partition] = v
-			}
-			require.Len(t, seen, len(got), "every acknowledged record is there, once")
+			requireOnceInOrder(t, a, int(sent.Load()), readAll(t, c.Addrs(), "restarts"), prefix)
 		})
 	}
 }
