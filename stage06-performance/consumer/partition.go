@@ -119,15 +119,23 @@ func (c *Consumer) swapAssignment(change func(old *assignment) *assignment) *ass
 // reset take effect: whatever is fetched or buffered for s is dropped.
 func (c *Consumer) replaceState(s *partitionState, offset int64) bool {
 	replaced := false
+	var ns *partitionState
 	c.swapAssignment(func(old *assignment) *assignment {
 		replaced = false
 		if !old.current(s) {
 			return old
 		}
 		parts := maps.Clone(old.parts)
-		parts[s.tp] = newPartitionState(s.tp, offset, s.committed.Load(), s.leader.Load())
+		ns = newPartitionState(s.tp, offset, s.committed.Load(), s.leader.Load())
+		parts[s.tp] = ns
 		replaced = true
 		return newAssignment(parts)
 	})
+	if replaced && ns.leader.Load() < 0 {
+		// The metadata loop may be storing the leader into s right now,
+		// which the new state, copied before, would never see (a Seek
+		// just after Assign): ask for another round.
+		c.refreshSoon()
+	}
 	return replaced
 }
