@@ -1,0 +1,3 @@
+module github.com/kafkaworkbook/workbook/final
+
+go 1.26.0
