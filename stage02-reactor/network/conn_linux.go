@@ -27,6 +27,7 @@ type conn struct {
 	id     string     // ConnID; immutable
 	remote net.Addr   // immutable
 	local  net.Addr   // immutable, shared with other connections of the listener
+	state  ConnState  // Request.Conn of its requests
 
 	// Read side: a frame is a 4-byte size, then size bytes.
 
@@ -281,6 +282,7 @@ func (p *Processor) completeFrame(c *conn) {
 		pool:       p.memory,
 	}
 	r.reserved.Store(int64(cap(c.body)))
+	r.Conn = &c.state
 	p.memory.completed(int64(cap(c.body)))
 	if r.Body == nil {
 		r.Body = []byte{} // a zero-size frame

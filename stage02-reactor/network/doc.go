@@ -78,6 +78,16 @@
 // zero-copy (§2.1.5); region_sender_linux_test.go shows that sender in a
 // few lines.
 //
+// # State per connection
+//
+// The network layer keeps nothing about a connection's meaning, but it
+// gives each connection one slot for the layers above: Request.Conn, a
+// ConnState shared by every request of the connection. final's SASL gate
+// (package final/security) keeps there whether the connection has
+// authenticated and as whom, as Kafka keeps its authenticator on the
+// KafkaChannel. One request in flight per connection means the requests
+// of a connection take turns with it.
+//
 // # Two servers
 //
 // NewReactorServer (Linux) is the reactor above. NewPortableServer runs

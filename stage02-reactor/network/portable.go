@@ -79,6 +79,7 @@ type portableConn struct {
 	id     string       // ConnID
 	remote net.Addr     // RemoteAddr of its requests
 	local  net.Addr     // LocalAddr of its requests
+	state  ConnState    // Request.Conn of its requests
 
 	// resp carries the response of the request in flight from Respond to
 	// the connection goroutine. Capacity 1: one request in flight, one
@@ -246,6 +247,7 @@ func (c *portableConn) loop() (closeReason, error) {
 		r := &Request{Body: body, Received: time.Now(), RemoteAddr: c.remote, LocalAddr: c.local, ConnID: c.id,
 			from: c, pool: t.srv.memory}
 		r.reserved.Store(int64(cap(body)))
+		r.Conn = &c.state
 		c.mu.Lock()
 		c.inflight = r
 		c.mu.Unlock()

@@ -29,6 +29,10 @@ type Request struct {
 	// connection for the life of the server.
 	ConnID string
 
+	// Conn is the connection's state slot, shared by every request of the
+	// connection (see ConnState); nil for a Request built by hand.
+	Conn *ConnState
+
 	// from is the connection the request was read from; Respond hands the
 	// response to it (a reactor Processor's response queue, or the portable
 	// server's connection goroutine). Set once before the request is queued.
@@ -182,3 +186,25 @@ type HandlerFunc func(r *Request)
 
 // Handle calls f(r).
 func (f HandlerFunc) Handle(r *Request) { f(r) }
+
+// ConnState is a slot a connection keeps for the layers above the network,
+// one per connection, reached from each of its requests (Request.Conn).
+// final's SASL gate keeps there whether the connection authenticated and
+// as whom, as Kafka keeps it in the KafkaChannel's authenticator. A
+// connection has one request in flight, so the requests of a connection
+// never race on it; Load and Store are atomic so that the handler
+// goroutines serving its successive requests see each other's Store.
+type ConnState struct {
+	v atomic.Pointer[any]
+}
+
+// Load returns what the last Store put in the slot, or nil.
+func (s *ConnState) Load() any {
+	if p := s.v.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+// Store puts v in the slot.
+func (s *ConnState) Store(v any) { s.v.Store(&v) }

@@ -43,6 +43,32 @@ func TestRequestCarriesConnectionIdentity(t *testing.T) {
 	})
 }
 
+// Request.Conn is one slot per connection: a second request of the same
+// connection sees what the first stored, another connection starts empty
+// (final's SASL gate keeps the authenticated user there).
+func TestRequestsOfAConnectionShareItsState(t *testing.T) {
+	forEachImplementation(t, func(t *testing.T, impl implementation) {
+		h := startServer(t, impl, nil)
+		a, b := h.dial(), h.dial()
+		a.send(opHold, nil)
+		r := <-h.held
+		require.NotNil(t, r.Conn)
+		require.Nil(t, r.Conn.Load())
+		r.Conn.Store("alice")
+		r.Respond(Response{NoResponse: true})
+
+		a.send(opHold, nil)
+		r = <-h.held
+		require.Equal(t, "alice", r.Conn.Load())
+		r.Respond(Response{NoResponse: true})
+
+		b.send(opHold, nil)
+		r = <-h.held
+		require.Nil(t, r.Conn.Load())
+		r.Respond(Response{NoResponse: true})
+	})
+}
+
 func TestZeroSizeFrameIsARequest(t *testing.T) {
 	forEachImplementation(t, func(t *testing.T, impl implementation) {
 		h := startServer(t, impl, nil)
