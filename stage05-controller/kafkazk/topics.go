@@ -79,7 +79,14 @@ func (c *Client) SetTopicConfig(topic string, config map[string]string) error {
 }
 
 func (c *Client) setTopicConfig(topic string, config map[string]string, notify bool) error {
-	p := ConfigTopicPath(topic)
+	return c.setEntityConfig("topics", topic, config, notify)
+}
+
+// setEntityConfig writes /config/<entityType>/<name> (Kafka's entity
+// config JSON, the same for topics and users) and, if notify, the
+// /config/changes notification "<entityType>/<name>".
+func (c *Client) setEntityConfig(entityType, name string, config map[string]string, notify bool) error {
+	p := ConfigPath + "/" + entityType + "/" + name
 	data := EncodeTopicConfig(config)
 	if _, err := c.conn.Set(p, data, -1); errors.Is(err, zk.ErrNoNode) {
 		if _, err = c.conn.Create(p, data, 0, acl); err != nil && !errors.Is(err, zk.ErrNodeExists) {
@@ -91,7 +98,7 @@ func (c *Client) setTopicConfig(topic string, config map[string]string, notify b
 	if !notify {
 		return nil
 	}
-	if _, err := c.conn.Create(configChangePrefix, EncodeConfigChange("topics/"+topic), zk.FlagSequence, acl); err != nil {
+	if _, err := c.conn.Create(configChangePrefix, EncodeConfigChange(entityType+"/"+name), zk.FlagSequence, acl); err != nil {
 		return fmt.Errorf("kafkazk: notify %s: %w", ConfigChangesPath, err)
 	}
 	return nil
@@ -99,12 +106,17 @@ func (c *Client) setTopicConfig(topic string, config map[string]string, notify b
 
 // TopicConfig reads a topic's config overrides (none if it has none).
 func (c *Client) TopicConfig(topic string) (map[string]string, error) {
-	data, _, err := c.conn.Get(ConfigTopicPath(topic))
+	return c.entityConfig(ConfigTopicPath(topic))
+}
+
+// entityConfig reads an entity's config znode (none if it has none).
+func (c *Client) entityConfig(p string) (map[string]string, error) {
+	data, _, err := c.conn.Get(p)
 	if errors.Is(err, zk.ErrNoNode) || (err == nil && len(data) == 0) {
 		return map[string]string{}, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("kafkazk: read %s: %w", ConfigTopicPath(topic), err)
+		return nil, fmt.Errorf("kafkazk: read %s: %w", p, err)
 	}
 	return DecodeTopicConfig(data)
 }

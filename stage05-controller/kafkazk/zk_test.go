@@ -288,6 +288,39 @@ func TestZooKeeperLayout(t *testing.T) {
 		}
 	})
 
+	t.Run("a user's config is written and every listener hears of it", func(t *testing.T) {
+		c := connect(t, ens)
+		heard := make(chan string, 10)
+		l, err := c.ListenConfigChanges(func(entity string) { heard <- entity })
+		require.NoError(t, err)
+		defer l.Stop()
+
+		cred := map[string]string{"SCRAM-SHA-256": "salt=c2FsdA==,stored_key=a2V5,server_key=a2V5,iterations=4096"}
+		require.NoError(t, c.SetUserConfig("alice smith*", cred))
+		raw, _, err := c.Conn().Get(kafkazk.ConfigUsersPath + "/alice%20smith%2A")
+		require.NoError(t, err, "the user's znode name is sanitized as Kafka's Sanitizer does")
+		require.Equal(t, `{"version":1,"config":{"SCRAM-SHA-256":"salt=c2FsdA==,stored_key=a2V5,server_key=a2V5,iterations=4096"}}`, string(raw))
+		got, err := c.UserConfig("alice smith*")
+		require.NoError(t, err)
+		require.Equal(t, cred, got)
+		users, err := c.Users()
+		require.NoError(t, err)
+		require.Contains(t, users, "alice smith*")
+		select {
+		case entity := <-heard:
+			require.Equal(t, "users/alice%20smith%2A", entity)
+		case <-time.After(10 * time.Second):
+			t.Fatal("the listener did not hear of the user's change")
+		}
+		require.NoError(t, c.SetTopicConfig("payments", map[string]string{"retention.ms": "1"}))
+		select {
+		case entity := <-heard:
+			require.Equal(t, "topics/payments", entity, "each notification once, in order")
+		case <-time.After(10 * time.Second):
+			t.Fatal("the listener did not hear of the next change: its watch was not set again")
+		}
+	})
+
 	t.Run("every broker reads the same cluster id", func(t *testing.T) {
 		ids := make([]string, 3)
 		var wg sync.WaitGroup
