@@ -1,100 +1,53 @@
 package server
 
 import (
-	"errors"
 	"slices"
 	"strings"
-	"sync"
 
-	"github.com/go-zookeeper/zk"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kafkaworkbook/workbook/stage01-log/commitlog"
 	"github.com/kafkaworkbook/workbook/stage02-reactor/broker"
 	s4 "github.com/kafkaworkbook/workbook/stage04-isr-acks/server"
+	"github.com/kafkaworkbook/workbook/stage05-controller/kafkazk"
 )
 
 // configWatcher keeps this broker's topic configs as ZooKeeper holds
 // them (Kafka's DynamicConfigManager for topics): all of /config/topics at
-// start, then the topic named by each new /config/changes notification,
-// so that a topic's min.insync.replicas, cleanup.policy or retention.ms set
-// with an admin tool applies on every broker. A topic new to this broker
-// has its config read before its first log is created (LeaderAndIsr), as
-// Kafka's LogManager reads it when it creates a log: a topic's creation
-// writes no notification.
+// start, then the topic named by each new /config/changes notification
+// (kafkazk's ConfigChangeListener), so that a topic's min.insync.replicas,
+// cleanup.policy or retention.ms set with an admin tool applies on every
+// broker. A topic new to this broker has its config read before its first
+// log is created (LeaderAndIsr), as Kafka's LogManager reads it when it
+// creates a log: a topic's creation writes no notification.
 type configWatcher struct {
-	s *Server
-
-	mu   sync.Mutex
-	last string        // the newest notification applied. Protected by mu.
-	done chan struct{} // closed by stop
-	wg   sync.WaitGroup
+	s        *Server
+	listener *kafkazk.ConfigChangeListener
 }
 
-// start loads every topic's config and begins watching for changes.
+// start begins listening for changes, then loads every topic's config: a
+// change made in between is applied by both, the later read wins.
 func (w *configWatcher) start() error {
-	w.done = make(chan struct{})
-	topics, err := w.s.ZK.Topics()
+	l, err := w.s.ZK.ListenConfigChanges(w.changed)
 	if err != nil {
 		return err
 	}
-	names, ch, err := w.s.ZK.ConfigChangesW()
+	w.listener = l
+	topics, err := w.s.ZK.Topics()
 	if err != nil {
 		return err
 	}
 	for _, t := range topics {
 		w.apply(t)
 	}
-	if len(names) > 0 {
-		w.last = names[len(names)-1] // what came before was read above
-	}
-	w.wait(ch)
 	return nil
 }
 
-// wait handles the next change when ch fires.
-func (w *configWatcher) wait(ch <-chan zk.Event) {
-	w.wg.Go(func() {
-		select {
-		case <-w.done:
-		case <-ch:
-			w.changed()
-		}
-	})
-}
-
-// changed applies the notifications newer than the last applied.
-func (w *configWatcher) changed() {
-	names, ch, err := w.s.ZK.ConfigChangesW()
-	if err != nil {
-		w.s.logger.Warn("reading /config/changes", "err", err)
-		return
+// changed applies a notification's entity if it is a topic.
+func (w *configWatcher) changed(entity string) {
+	if topic, ok := strings.CutPrefix(entity, "topics/"); ok {
+		w.apply(topic)
 	}
-	w.mu.Lock()
-	var fresh []string
-	for _, n := range names {
-		if n > w.last {
-			fresh = append(fresh, n)
-		}
-	}
-	if len(fresh) > 0 {
-		w.last = fresh[len(fresh)-1]
-	}
-	w.mu.Unlock()
-	for _, n := range fresh {
-		entity, err := w.s.ZK.ConfigChange(n)
-		if errors.Is(err, zk.ErrNoNode) {
-			continue // deleted since it was listed: nothing to apply
-		}
-		if err != nil {
-			w.s.logger.Warn("ignoring a config change notification", "name", n, "err", err)
-			continue
-		}
-		if topic, ok := strings.CutPrefix(entity, "topics/"); ok {
-			w.apply(topic)
-		}
-	}
-	w.wait(ch)
 }
 
 // apply reads a topic's config and sets it on this broker: the ISR keys
@@ -167,8 +120,7 @@ func (w *configWatcher) wrapLeaderAndIsr() broker.API {
 }
 
 func (w *configWatcher) stop() {
-	if w.done != nil {
-		close(w.done)
-		w.wg.Wait()
+	if w.listener != nil {
+		w.listener.Stop()
 	}
 }
