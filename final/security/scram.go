@@ -218,9 +218,12 @@ func (s *scramServer) clientFinal(msg string) ([]byte, bool, error) {
 	if len(attrs) < 2 || attrs[0] != "c="+base64.StdEncoding.EncodeToString([]byte(s.gs2Header)) {
 		return nil, false, errors.New("invalid SCRAM client final message: channel binding does not match")
 	}
-	// The nonce must be the one the server sent back (client's + server's):
-	// anything else is a replay or another conversation.
-	if subtle.ConstantTimeCompare([]byte(attrs[1]), []byte("r="+s.nonce)) != 1 {
+	// The nonce must end with the one the server sent back (the client's
+	// and the server's): anything else is a replay or another
+	// conversation. RFC 5802 wants it equal; Kafka's ScramSaslServer
+	// checks only the end, and librdkafka (2.0, kcat) sends its own nonce
+	// again in front of it, so the end is what we check too.
+	if !strings.HasPrefix(attrs[1], "r=") || !strings.HasSuffix(attrs[1], s.nonce) {
 		return nil, false, errors.New("invalid client nonce in the final client message")
 	}
 	proof, err := base64.StdEncoding.DecodeString(proof64)
