@@ -17,6 +17,12 @@
 //	  SaslAuthenticate{c=biws,r=…,p=…} ──▶ v=<server signature>
 //	  Produce, Fetch, … ─────────────────▶ (authenticated) ───────▶ handlers
 //
+// Kafka answers one ApiVersions before the handshake; the gate lets a
+// client ask again until it sends SaslHandshake, because it passes
+// ApiVersions to the broker and cannot tell an answer at a supported
+// version from an UNSUPPORTED_VERSION one, after which a client must ask
+// again (KIP-511).
+//
 // The gate keeps each connection's state (which step, which mechanism,
 // which user) in the connection's slot that stage 02's network layer
 // offers (network.Request.Conn). Wrong credentials are answered
@@ -58,4 +64,14 @@
 //	apis.go         SaslHandshake and SaslAuthenticate in the API table
 //	credentials.go  the credential cache, ZooKeeper's credentials, kafka-configs' writes
 //	tls.go          TLSConfig
+//	pkcs8.go        encrypted PEM keys (PBES2), which Go's x509 does not read
+//	listener.go     ForListener: what a listener of each security protocol gets
+//
+// # Wiring
+//
+// A broker registers APIs() in its table, starts WatchZKCredentials on
+// its ZooKeeper session if a listener enables SCRAM, and for each listener
+// calls ForListener with the listener's name and security protocol: it
+// serves TLS with Listener.TLS and wraps the broker's handler with
+// Listener.Wrap. User tells a handler who a request's connection is.
 package security

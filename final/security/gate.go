@@ -28,11 +28,14 @@ const (
 type gateState int
 
 const (
-	// stateHandshakeOrVersions: a new connection may ask ApiVersions
-	// once, then must send SaslHandshake.
-	stateHandshakeOrVersions gateState = iota
-	// stateHandshake: ApiVersions answered; SaslHandshake next.
-	stateHandshake
+	// stateHandshake: a new connection may ask ApiVersions, then must
+	// send SaslHandshake. Kafka answers one ApiVersions at a version it
+	// serves and closes the connection at a second, but answers an
+	// unsupported version with an error and lets the client ask again
+	// (KIP-511). The gate passes ApiVersions to the broker and does not
+	// know which versions its table serves, so it lets the client ask
+	// until it sends SaslHandshake.
+	stateHandshake gateState = iota
 	// stateAuthenticate: a mechanism is chosen; its tokens follow, in
 	// SaslAuthenticate requests (SaslHandshake v1) or as bare frames (v0).
 	stateAuthenticate
@@ -137,10 +140,9 @@ func (g *Gate) Handle(r *network.Request) {
 	}
 	key := int16(binary.BigEndian.Uint16(r.Body))
 	switch {
-	case key == keyApiVersions && s.state == stateHandshakeOrVersions:
-		s.state = stateHandshake
+	case key == keyApiVersions && s.state == stateHandshake:
 		g.next.Handle(r)
-	case key == keySaslHandshake && s.state <= stateHandshake:
+	case key == keySaslHandshake && s.state == stateHandshake:
 		g.handshake(r, s)
 	case key == keySaslAuthenticate && s.state == stateAuthenticate:
 		g.authenticate(r, s)

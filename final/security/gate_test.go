@@ -115,11 +115,18 @@ func TestARequestBeforeAuthenticationClosesTheConnection(t *testing.T) {
 	}
 	require.Empty(t, gb.Store().TopicNames(), "nothing reached the broker: not even auto-creation")
 
-	// A second ApiVersions is not allowed either (Kafka answers it once).
+	// ApiVersions at a version the broker does not serve is answered with
+	// UNSUPPORTED_VERSION, and the client asks again (KIP-511).
 	c := gb.dial(t)
-	c.roundTrip(kmsg.NewPtrApiVersionsRequest(), 3)
-	c.send(kmsg.NewPtrApiVersionsRequest(), 3)
-	c.expectClosed()
+	resp := c.roundTrip(kmsg.NewPtrApiVersionsRequest(), 0).(*kmsg.ApiVersionsResponse)
+	require.Zero(t, resp.ErrorCode)
+	c.send(kmsg.NewPtrApiVersionsRequest(), 99)
+	b, err := c.frame()
+	require.NoError(t, err)
+	v0 := kmsg.NewPtrApiVersionsResponse()
+	require.NoError(t, v0.ReadFrom(b[4:]))
+	require.Equal(t, kerr.UnsupportedVersion.Code, v0.ErrorCode)
+	require.Zero(t, c.plainLogin("alice", "alice-secret").ErrorCode)
 }
 
 func TestApiVersionsBeforeAuthenticationAdvertisesTheSASLAPIs(t *testing.T) {

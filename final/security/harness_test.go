@@ -7,6 +7,7 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"maps"
 	"net"
 	"path/filepath"
 	"strings"
@@ -63,10 +64,18 @@ func testSASLConfig(t *testing.T) *SASLConfig {
 // adjusts the gate before the broker starts.
 func startGatedBroker(t *testing.T, cfg *SASLConfig, setup ...func(g *Gate)) *gatedBroker {
 	t.Helper()
-	bcfg, err := broker.ParseConfig(map[string]string{
+	return startGatedBrokerWith(t, cfg, nil, setup...)
+}
+
+// startGatedBrokerWith is startGatedBroker with more broker properties.
+func startGatedBrokerWith(t *testing.T, cfg *SASLConfig, props map[string]string, setup ...func(g *Gate)) *gatedBroker {
+	t.Helper()
+	all := map[string]string{
 		"listeners": "PLAINTEXT://127.0.0.1:0",
 		"log.dirs":  filepath.Join(t.TempDir(), "kafka-logs"),
-	}, quietLogger)
+	}
+	maps.Copy(all, props)
+	bcfg, err := broker.ParseConfig(all, quietLogger)
 	require.NoError(t, err)
 	gb := &gatedBroker{}
 	b, err := broker.New(bcfg, broker.Options{Logger: quietLogger,

@@ -22,6 +22,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/kafkaworkbook/workbook/stage02-reactor/network"
 )
 
 // testPKI is a CA with a server and a client certificate, in PEM.
@@ -269,4 +271,23 @@ func bytesOf(b byte, n int) []byte {
 		out[i] = b
 	}
 	return out
+}
+
+func TestForListenerFollowsTheSecurityProtocol(t *testing.T) {
+	p := newTestPKI(t)
+	props := p.keystoreProps(t, "listener.name.client.plain.sasl.jaas.config", testJAAS)
+	var next network.Handler = network.HandlerFunc(func(*network.Request) {})
+	for protocol, want := range map[string]struct{ tls, gate bool }{
+		"PLAINTEXT": {false, false}, "SSL": {true, false}, "SASL_PLAINTEXT": {false, true}, "SASL_SSL": {true, true},
+	} {
+		l, err := ForListener(props, "CLIENT", protocol, nil, quietLogger)
+		require.NoError(t, err, protocol)
+		require.Equal(t, want.tls, l.TLS != nil, protocol)
+		_, gated := l.Wrap(next).(*Gate)
+		require.Equal(t, want.gate, gated, protocol)
+	}
+	_, err := ForListener(props, "CLIENT", "SASL_TLS", nil, quietLogger)
+	require.ErrorContains(t, err, `unknown security protocol "SASL_TLS"`)
+	_, err = ForListener(map[string]string{}, "CLIENT", "SASL_PLAINTEXT", nil, quietLogger)
+	require.ErrorContains(t, err, "listener.name.client.plain.sasl.jaas.config is not set")
 }
