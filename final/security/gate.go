@@ -45,8 +45,10 @@ const (
 
 // session is a connection's SASL state, kept in its network.ConnState.
 // A connection has one request in flight, so its requests take turns with
-// it; the ConnState's atomic Store publishes it to the next request's
-// handler goroutine.
+// it, and what one request's handler wrote before it answered is seen by
+// the next one's: the answer goes to the connection's Processor through
+// its response queue, which unmutes the connection, reads the next
+// request and hands it to a handler through the RequestChannel.
 type session struct {
 	state     gateState
 	mechanism string
@@ -124,7 +126,6 @@ func (g *Gate) Handle(r *network.Request) {
 		s = &session{}
 		r.Conn.Store(s)
 	}
-	defer r.Conn.Store(s) // publish the changes to the next request's goroutine
 
 	if s.state == stateComplete {
 		g.authenticated(r, s)
