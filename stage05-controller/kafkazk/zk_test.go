@@ -315,4 +315,36 @@ func TestZooKeeperLayout(t *testing.T) {
 			require.True(t, exists, p)
 		}
 	})
+
+	t.Run("broker sequence ids are distinct and count up from 1", func(t *testing.T) {
+		clients := []*kafkazk.Client{connect(t, ens), connect(t, ens), connect(t, ens)}
+		first, err := clients[0].GenerateBrokerSequenceID()
+		require.NoError(t, err)
+		require.GreaterOrEqual(t, first, int32(1), "the first write of /brokers/seqid makes version 1")
+		ids := make([][]int32, len(clients))
+		var wg sync.WaitGroup
+		for i, c := range clients {
+			wg.Go(func() {
+				for range 10 {
+					id, err := c.GenerateBrokerSequenceID()
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					ids[i] = append(ids[i], id)
+				}
+			})
+		}
+		wg.Wait()
+		seen := map[int32]bool{}
+		for _, l := range ids {
+			for _, id := range l {
+				require.False(t, seen[id], "id %d given twice", id)
+				seen[id] = true
+			}
+		}
+		for id := first + 1; id <= first+30; id++ {
+			require.True(t, seen[id], "id %d was skipped: the version counts every write", id)
+		}
+	})
 }
