@@ -1,0 +1,61 @@
+// Package server assembles the final broker: stage 06's broker (stage
+// 05's controller, groups and ZooKeeper state, stage 04's ISR and acks,
+// stage 03's replication, stage 02's network and APIs, stage 01's log,
+// with sendfile and compression.type switched on), configured from one
+// set of Kafka keys (config.go).
+//
+// What final adds is integration: the configuration (broker ids
+// generated from ZooKeeper as Kafka does), and the wiring of the
+// security and metrics packages. No mechanism lives here: each is in the
+// stage that teaches it.
+package server
+
+import (
+	"context"
+	"log/slog"
+
+	s5 "github.com/kafkaworkbook/workbook/stage05-controller/server"
+	s6 "github.com/kafkaworkbook/workbook/stage06-performance/server"
+)
+
+// Options are the parts of a server that are not Kafka configuration.
+type Options struct {
+	Logger *slog.Logger // slog.Default if nil
+}
+
+// Server is the final broker.
+type Server struct {
+	*s5.Server
+	cfg    Config
+	logger *slog.Logger
+}
+
+// New builds the broker from cfg; nothing listens until Start.
+func New(cfg Config, opts Options) (*Server, error) {
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	base, err := s6.New(cfg.Config, s6.Options{Options: s5.Options{Logger: opts.Logger}})
+	if err != nil {
+		return nil, err
+	}
+	return &Server{Server: base, cfg: cfg, logger: opts.Logger}, nil
+}
+
+// FinalConfig is the configuration the server was built from.
+func (s *Server) FinalConfig() Config { return s.cfg }
+
+// Start starts the broker: it listens, registers in ZooKeeper and runs
+// for controller.
+func (s *Server) Start() error {
+	if err := s.Server.Start(); err != nil {
+		return err
+	}
+	s.logger.Info("final broker started", "broker.id", s.ID(), "broker.id.source", s.cfg.BrokerIDSource)
+	return nil
+}
+
+// Shutdown stops the broker as stage 05 does: controlled shutdown first.
+func (s *Server) Shutdown(ctx context.Context) error {
+	return s.Server.Shutdown(ctx)
+}
