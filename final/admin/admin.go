@@ -248,8 +248,12 @@ func kafkaAPIName(key int16) string {
 
 // reach words an error from talking to the cluster at all.
 func reach(err error) error {
-	if errors.Is(err, context.DeadlineExceeded) {
+	switch {
+	case errors.Is(err, context.DeadlineExceeded):
 		return fmt.Errorf("no answer from the cluster in time (--timeout): %w", err)
+	case errors.Is(err, io.EOF) && err.Error() == io.EOF.Error(): // a bare EOF; franz-go explains some itself
+		return fmt.Errorf("the broker closed the connection (%w): brokers do so after a failed SASL login, "+
+			"or when security.protocol does not match the listener's; check --command-config", err)
 	}
 	return err
 }

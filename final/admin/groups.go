@@ -245,7 +245,7 @@ func (s *session) deleteGroups(ctx context.Context, groups []string) error {
 }
 
 // table prints columns padded to their widest cell, as Kafka's tools
-// print their tables (at least 15 wide for names, as theirs).
+// print their tables (at least 15 wide, PARTITION 10, as theirs).
 type table struct {
 	header []string
 	rows   [][]string
@@ -257,6 +257,9 @@ func (t *table) print(w io.Writer) {
 	widths := make([]int, len(t.header))
 	for i, h := range t.header {
 		widths[i] = max(len(h), 15)
+		if h == "PARTITION" {
+			widths[i] = 10
+		}
 	}
 	for _, r := range t.rows {
 		for i, c := range r {

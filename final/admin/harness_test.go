@@ -2,8 +2,8 @@ package admin_test
 
 import (
 	"bytes"
-	"encoding/base64"
 	"context"
+	"encoding/base64"
 	"strings"
 	"testing"
 	"time"
@@ -62,7 +62,9 @@ func fakeCluster(t testing.TB, opts ...kfake.Opt) (*kfake.Cluster, string) {
 
 // observer is a franz-go admin client for checking the cluster's state
 // after a command, the way a test looks at the world rather than at
-// what the command says about it.
+// what the command says about it. kadm caches metadata for at least
+// MetadataMinAge (10ms here), and kfake answers faster than that: a
+// check of topics after a change takes a new observer.
 func observer(t testing.TB, bootstrap string, opts ...kgo.Opt) *kadm.Client {
 	t.Helper()
 	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(strings.Split(bootstrap, ",")...),

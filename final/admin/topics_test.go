@@ -19,7 +19,7 @@ func TestTopicsCreateDescribeAlterDeleteLikeKafkaTopics(t *testing.T) {
 	out := ok(t, "topics", "--bootstrap-server", bs, "--create", "--topic", "orders", "--partitions", "3",
 		"--replication-factor", "2", "--config", "retention.ms=3600000", "--config", "cleanup.policy=compact")
 	require.Equal(t, "Created topic orders.\n", out)
-	topics, err := adm.ListTopics(ctxT(t), "orders")
+	topics, err := observer(t, bs).ListTopics(ctxT(t), "orders")
 	require.NoError(t, err)
 	require.Len(t, topics["orders"].Partitions, 3)
 	require.Equal(t, 2, topics["orders"].Partitions.NumReplicas())
@@ -64,7 +64,7 @@ func TestTopicsCreateDescribeAlterDeleteLikeKafkaTopics(t *testing.T) {
 	// --alter --partitions: the new total.
 	require.Equal(t, "Topic orders now has 5 partitions.\n",
 		ok(t, "topics", "--bootstrap-server", bs, "--alter", "--topic", "orders", "--partitions", "5"))
-	topics, err = adm.ListTopics(ctxT(t), "orders")
+	topics, err = observer(t, bs).ListTopics(ctxT(t), "orders")
 	require.NoError(t, err)
 	require.Len(t, topics["orders"].Partitions, 5)
 	fails(t, "(INVALID_PARTITIONS)", "topics", "--bootstrap-server", bs, "--alter", "--topic", "orders", "--partitions", "2")
@@ -75,7 +75,7 @@ func TestTopicsCreateDescribeAlterDeleteLikeKafkaTopics(t *testing.T) {
 
 	// --delete, and the words for a topic that is not there.
 	require.Equal(t, "Deleted topic orders.\n", ok(t, "topics", "--bootstrap-server", bs, "--delete", "--topic", "orders"))
-	topics, err = adm.ListTopics(ctxT(t))
+	topics, err = observer(t, bs).ListTopics(ctxT(t))
 	require.NoError(t, err)
 	require.False(t, topics.Has("orders"))
 	fails(t, "topic orders does not exist (UNKNOWN_TOPIC_OR_PARTITION)", "topics", "--bootstrap-server", bs, "--delete", "--topic", "orders")
