@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"github.com/twmb/franz-go/pkg/kversion"
@@ -58,6 +59,15 @@ func TestConfigsAlterAndDescribeTopicAndBrokerConfigsLikeKafkaConfigs(t *testing
 		}
 	}
 	require.True(t, found)
+
+	// The cluster-wide default (an empty broker name on the wire).
+	require.Equal(t, "Completed updating default config for brokers in the cluster.\n", ok(t, "configs", "--bootstrap-server", bs,
+		"--alter", "--entity-type", "brokers", "--entity-default", "--add-config", "log.retention.bytes=1048576"))
+	require.Contains(t, ok(t, "configs", "--bootstrap-server", bs, "--describe", "--entity-type", "brokers", "--entity-default"),
+		"Default configs for brokers in the cluster are:\n")
+	rcs, err = adm.DescribeBrokerConfigs(ctxT(t))
+	require.NoError(t, err)
+	require.Contains(t, valueOf(rcs[0].Configs, "log.retention.bytes"), "1048576")
 	out = ok(t, "configs", "--bootstrap-server", bs, "--describe", "--entity-type", "brokers", "--entity-name", "0", "--all")
 	require.Contains(t, out, "All configs for broker 0 are:\n")
 	require.Contains(t, out, "\n  broker.id=0 sensitive=false synonyms={")
@@ -145,4 +155,14 @@ func clientConfig(t testing.TB, lines ...string) string {
 	path := filepath.Join(t.TempDir(), "client.properties")
 	require.NoError(t, os.WriteFile(path, []byte(strings.Join(lines, "\n")+"\n"), 0o600))
 	return path
+}
+
+// valueOf is the value of key among configs, or "".
+func valueOf(configs []kadm.Config, key string) string {
+	for _, c := range configs {
+		if c.Key == key && c.Value != nil {
+			return *c.Value
+		}
+	}
+	return ""
 }
