@@ -1,7 +1,9 @@
 package admin
 
 import (
+	"flag"
 	"fmt"
+	"sort"
 	"strings"
 )
 
@@ -74,4 +76,29 @@ func splitOutsideBrackets(s string, sep byte) []string {
 		}
 	}
 	return append(parts, s[start:])
+}
+
+// oneAction checks that exactly one of the action flags is set and
+// returns its name.
+func oneAction(actions map[string]bool) (string, error) {
+	var set, all []string
+	for name, on := range actions {
+		all = append(all, name)
+		if on {
+			set = append(set, name)
+		}
+	}
+	sort.Strings(all)
+	sort.Strings(set)
+	if len(set) != 1 {
+		return "", usagef("exactly one of %s is required", strings.Join(all, ", "))
+	}
+	return set[0], nil
+}
+
+// setFlags is the set of flags given on the command line.
+func setFlags(fs *flag.FlagSet) map[string]bool {
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	return set
 }

@@ -3,7 +3,6 @@ package admin
 import (
 	"context"
 	"encoding/base64"
-	"flag"
 	"fmt"
 	"io"
 	"sort"
@@ -307,29 +306,4 @@ func configValue(c kadm.Config) string {
 		return "null"
 	}
 	return *c.Value
-}
-
-// oneAction checks that exactly one of the action flags is set and
-// returns its name.
-func oneAction(actions map[string]bool) (string, error) {
-	var set, all []string
-	for name, on := range actions {
-		all = append(all, name)
-		if on {
-			set = append(set, name)
-		}
-	}
-	sort.Strings(all)
-	sort.Strings(set)
-	if len(set) != 1 {
-		return "", usagef("exactly one of %s is required", strings.Join(all, ", "))
-	}
-	return set[0], nil
-}
-
-// setFlags is the set of flags given on the command line.
-func setFlags(fs *flag.FlagSet) map[string]bool {
-	set := map[string]bool{}
-	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
-	return set
 }
