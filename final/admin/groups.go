@@ -15,7 +15,7 @@ const groupsUsage = `admin groups: list, describe, delete consumer groups and re
 
 Usage:
   admin groups --bootstrap-server host:port --list
-  admin groups --bootstrap-server host:port --describe --group g [--group g2]...
+  admin groups --bootstrap-server host:port --describe --group g [--group g2]... [--state | --members]
   admin groups --bootstrap-server host:port --delete --group g [--group g2]...
   admin groups --bootstrap-server host:port --reset-offsets --group g
                (--topic t[:p,p...]... | --all-topics)
@@ -29,6 +29,10 @@ Actions (exactly one):
                     CURRENT-OFFSET is the group's committed offset, LOG-END-OFFSET the
                     partition's high watermark, LAG their difference; "-" where there is
                     none (no commit, no member). A group without members says so first.
+                    With --state, one line a group instead:
+                      GROUP  COORDINATOR (ID)  ASSIGNMENT-STRATEGY  STATE  #MEMBERS
+                    with --members, one line a member:
+                      GROUP  CONSUMER-ID  HOST  CLIENT-ID  #PARTITIONS
   --delete          delete the groups' committed offsets and state (DeleteGroups); a group
                     must have no members
   --reset-offsets   compute new committed offsets for the group and, with --execute, commit
@@ -37,6 +41,8 @@ Actions (exactly one):
 
 Options:
   --group g         the group to act on (repeat for --describe and --delete)
+  --state           --describe: the group's coordinator, assignor, state and size
+  --members         --describe: the group's members and how many partitions each has
   --topic t         --reset-offsets: a topic whose partitions to reset, or t:0,2 for some
                     of them; repeat for several
   --all-topics      --reset-offsets: every topic the group has committed offsets for
@@ -58,6 +64,7 @@ Examples:
 type groupsFlags struct {
 	conn                               connFlags
 	list, describe, del, reset         bool
+	state, members                     bool
 	groups                             names
 	topics                             names
 	allTopics                          bool
@@ -73,6 +80,8 @@ func runGroups(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	fs.BoolVar(&f.describe, "describe", false, "")
 	fs.BoolVar(&f.del, "delete", false, "")
 	fs.BoolVar(&f.reset, "reset-offsets", false, "")
+	fs.BoolVar(&f.state, "state", false, "")
+	fs.BoolVar(&f.members, "members", false, "")
 	fs.Var(&f.groups, "group", "")
 	fs.Var(&topicList{&f.topics}, "topic", "")
 	fs.BoolVar(&f.allTopics, "all-topics", false, "")
@@ -98,6 +107,10 @@ func runGroups(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return usagef("--list takes no --group")
 	case f.reset && len(f.groups) != 1:
 		return usagef("--reset-offsets takes one --group")
+	case (f.state || f.members) && !f.describe:
+		return usagef("--state and --members go with --describe")
+	case f.state && f.members:
+		return usagef("--state and --members exclude each other")
 	}
 	var how resetHow
 	if f.reset {
@@ -121,6 +134,8 @@ func runGroups(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	switch {
 	case f.list:
 		return s.listGroups(ctx)
+	case f.describe && (f.state || f.members):
+		return s.describeGroupsBrief(ctx, f.groups, f.members)
 	case f.describe:
 		for _, g := range f.groups {
 			if err := s.describeGroup(ctx, g); err != nil {
@@ -215,6 +230,47 @@ func (s *session) describeGroup(ctx context.Context, group string) error {
 	for _, m := range l.Members {
 		if !consuming[m.MemberID] {
 			t.add(group, "-", "-", "-", "-", "-", m.MemberID, m.ClientHost, m.ClientID)
+		}
+	}
+	fmt.Fprintln(s.out)
+	t.print(s.out)
+	return nil
+}
+
+// describeGroupsBrief is --describe --state (one line a group) and
+// --describe --members (one line a member).
+func (s *session) describeGroupsBrief(ctx context.Context, groups []string, members bool) error {
+	described, err := s.adm.DescribeGroups(ctx, groups...)
+	if err != nil {
+		return reach(err)
+	}
+	t := table{header: []string{"GROUP", "COORDINATOR (ID)", "ASSIGNMENT-STRATEGY", "STATE", "#MEMBERS"}}
+	if members {
+		t.header = []string{"GROUP", "CONSUMER-ID", "HOST", "CLIENT-ID", "#PARTITIONS"}
+	}
+	for _, g := range groups {
+		d, ok := described[g]
+		switch {
+		case !ok || d.State == "Dead":
+			return kafkaError("consumer group", g, "describe", kerr.GroupIDNotFound, "")
+		case d.Err != nil:
+			return kafkaError("consumer group", g, "describe", d.Err, d.ErrMessage)
+		case !members:
+			coordinator := fmt.Sprintf("%s:%d (%d)", d.Coordinator.Host, d.Coordinator.Port, d.Coordinator.NodeID)
+			t.add(g, coordinator, d.Protocol, d.State, strconv.Itoa(len(d.Members)))
+			continue
+		}
+		if len(d.Members) == 0 {
+			fmt.Fprintf(s.out, "\nConsumer group '%s' has no active members.\n", g)
+		}
+		for _, m := range d.Members {
+			n := 0
+			if a, ok := m.Assigned.AsConsumer(); ok {
+				for _, at := range a.Topics {
+					n += len(at.Partitions)
+				}
+			}
+			t.add(g, m.MemberID, m.ClientHost, m.ClientID, strconv.Itoa(n))
 		}
 	}
 	fmt.Fprintln(s.out)

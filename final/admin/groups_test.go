@@ -92,6 +92,13 @@ func TestGroupsWithAMemberShowItAndRefuseAReset(t *testing.T) {
 	require.Len(t, rows, 2, out)
 	require.Equal(t, rows[0][2], rows[1][2], "one member holds both partitions")
 
+	out = ok(t, "groups", "--bootstrap-server", bs, "--describe", "--group", "billing", "--state")
+	require.Regexp(t, `^\nGROUP +COORDINATOR \(ID\) +ASSIGNMENT-STRATEGY +STATE +#MEMBERS\n`+
+		`billing +127\.0\.0\.1:\d+ \(\d\) +\S+ +Stable +1\n$`, out)
+	out = ok(t, "groups", "--bootstrap-server", bs, "--describe", "--group", "billing", "--members")
+	require.Regexp(t, `^\nGROUP +CONSUMER-ID +HOST +CLIENT-ID +#PARTITIONS\n`+
+		`billing +`+regexp.QuoteMeta(rows[0][2])+` +\S+ +billing-1 +2\n$`, out)
+
 	fails(t, "assignments can only be reset if the group 'billing' is inactive, but the current state is Stable",
 		"groups", "--bootstrap-server", bs, "--reset-offsets", "--group", "billing", "--topic", "orders", "--to-earliest", "--execute")
 	fails(t, "consumer group billing is not empty: it has active members (NON_EMPTY_GROUP)",
