@@ -400,4 +400,3 @@ func testKafkaGo(t *testing.T, c *brokertest.Cluster) {
 	require.ElementsMatch(t, want, got)
 	requireCommitted(t, c, group, topic, int64(len(want)))
 }
-
