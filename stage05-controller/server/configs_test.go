@@ -1,0 +1,193 @@
+package server_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kafkaworkbook/workbook/stage05-controller/brokertest"
+	"github.com/kafkaworkbook/workbook/stage05-controller/kafkazk"
+	"github.com/kafkaworkbook/workbook/stage05-controller/zktest"
+)
+
+// topicConfig describes one topic key through kadm (with synonyms).
+func topicConfig(t *testing.T, adm *kadm.Client, topic, key string) kadm.Config {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	rcs, err := adm.DescribeTopicConfigs(ctx, topic)
+	require.NoError(t, err)
+	rc, err := rcs.On(topic, nil)
+	require.NoError(t, err)
+	require.NoError(t, rc.Err)
+	for _, c := range rc.Configs {
+		if c.Key == key {
+			return c
+		}
+	}
+	t.Fatalf("topic %s: no config %s", topic, key)
+	return kadm.Config{}
+}
+
+// brokerConfig describes one key of broker id (or with id < 0 the
+// cluster-wide dynamic config); ok is false when it is not listed.
+func brokerConfig(t *testing.T, adm *kadm.Client, id int32, key string) (kadm.Config, bool) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	var ids []int32
+	if id >= 0 {
+		ids = append(ids, id)
+	}
+	rcs, err := adm.DescribeBrokerConfigs(ctx, ids...)
+	require.NoError(t, err)
+	require.Len(t, rcs, 1)
+	require.NoError(t, rcs[0].Err)
+	for _, c := range rcs[0].Configs {
+		if c.Key == key {
+			return c, true
+		}
+	}
+	return kadm.Config{}, false
+}
+
+// alter runs one alteration and returns its error.
+func alter(t *testing.T, f func(ctx context.Context) (kadm.AlterConfigsResponses, error)) error {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	rs, err := f(ctx)
+	require.NoError(t, err)
+	require.Len(t, rs, 1)
+	if rs[0].Err != nil && rs[0].ErrMessage != "" {
+		t.Logf("%s: %v: %s", rs[0].Name, rs[0].Err, rs[0].ErrMessage)
+	}
+	return rs[0].Err
+}
+
+// produceAcksAll produces one record with acks=all and few retries, and
+// returns the error.
+func produceAcksAll(t *testing.T, c *brokertest.Cluster, topic string) error {
+	t.Helper()
+	p := client(t, c, kgo.DefaultProduceTopic(topic), kgo.RecordRetries(2), kgo.RecordDeliveryTimeout(10*time.Second))
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	return p.ProduceSync(ctx, &kgo.Record{Key: []byte("k"), Value: []byte("v")}).FirstErr() // keyed: the topic may be compacted
+}
+
+// value is a described config's value ("" for null).
+func value(c kadm.Config) string { return c.MaybeValue() }
+
+func set(name, value string) kadm.AlterConfig {
+	return kadm.AlterConfig{Op: kadm.SetConfig, Name: name, Value: kadm.StringPtr(value)}
+}
+
+// TestTopicConfigsAreDescribedAndAlteredThroughKadm: franz-go's admin
+// client reads every topic key with its value and source, changes it
+// incrementally (SET, DELETE, APPEND and SUBTRACT on cleanup.policy) and
+// as a whole (legacy AlterConfigs); the znode is Kafka's, a bad key or
+// value is INVALID_CONFIG naming it, an unknown topic
+// UNKNOWN_TOPIC_OR_PARTITION; min.insync.replicas=4 on a topic of three
+// replicas makes an acks=all produce fail with NOT_ENOUGH_REPLICAS, on
+// whichever broker leads, and deleting it makes the produce work again.
+func TestTopicConfigsAreDescribedAndAlteredThroughKadm(t *testing.T) {
+	ens := zktest.StartStandalone(t)
+	c := brokertest.Start(t, ens, 3, map[string]string{"log.retention.hours": "48"})
+	zk := observer(t, ens)
+	adm := kadm.NewClient(client(t, c))
+	createTopic(t, c, "orders", 2, map[string]*string{"segment.bytes": kadm.StringPtr("1048576")})
+
+	own := topicConfig(t, adm, "orders", "segment.bytes")
+	require.Equal(t, "1048576", own.MaybeValue())
+	require.Equal(t, kmsg.ConfigSourceDynamicTopicConfig, own.Source)
+	require.Equal(t, []kadm.ConfigSynonym{{Key: "segment.bytes", Value: kadm.StringPtr("1048576"), Source: kmsg.ConfigSourceDynamicTopicConfig},
+		{Key: "log.segment.bytes", Value: kadm.StringPtr("1073741824"), Source: kmsg.ConfigSourceDefaultConfig}}, own.Synonyms)
+	static := topicConfig(t, adm, "orders", "retention.ms")
+	require.Equal(t, "172800000", static.MaybeValue(), "log.retention.hours=48 in the properties, in milliseconds")
+	require.Equal(t, kmsg.ConfigSourceStaticBrokerConfig, static.Source)
+	require.Equal(t, []kadm.ConfigSynonym{{Key: "log.retention.hours", Value: kadm.StringPtr("48"), Source: kmsg.ConfigSourceStaticBrokerConfig},
+		{Key: "log.retention.hours", Value: kadm.StringPtr("168"), Source: kmsg.ConfigSourceDefaultConfig}}, static.Synonyms)
+	def := topicConfig(t, adm, "orders", "cleanup.policy")
+	require.Equal(t, "delete", def.MaybeValue())
+	require.Equal(t, kmsg.ConfigSourceDefaultConfig, def.Source)
+
+	// Incremental: SET, APPEND, SUBTRACT, DELETE.
+	require.NoError(t, alter(t, func(ctx context.Context) (kadm.AlterConfigsResponses, error) {
+		return adm.AlterTopicConfigs(ctx, []kadm.AlterConfig{set("retention.ms", "3600000"),
+			{Op: kadm.AppendConfig, Name: "cleanup.policy", Value: kadm.StringPtr("compact")}}, "orders")
+	}))
+	require.Equal(t, "3600000", value(topicConfig(t, adm, "orders", "retention.ms")))
+	require.Equal(t, "delete,compact", value(topicConfig(t, adm, "orders", "cleanup.policy")), "appended to the default")
+	data, _, err := zk.Conn().Get(kafkazk.ConfigTopicPath("orders"))
+	require.NoError(t, err)
+	require.Equal(t, `{"version":1,"config":{"cleanup.policy":"delete,compact","retention.ms":"3600000","segment.bytes":"1048576"}}`, string(data))
+	require.NoError(t, alter(t, func(ctx context.Context) (kadm.AlterConfigsResponses, error) {
+		return adm.AlterTopicConfigs(ctx, []kadm.AlterConfig{{Op: kadm.SubtractConfig, Name: "cleanup.policy", Value: kadm.StringPtr("delete")},
+			{Op: kadm.DeleteConfig, Name: "retention.ms"}}, "orders")
+	}))
+	require.Equal(t, "compact", value(topicConfig(t, adm, "orders", "cleanup.policy")))
+	require.Equal(t, kmsg.ConfigSourceStaticBrokerConfig, topicConfig(t, adm, "orders", "retention.ms").Source, "deleted: the broker's again")
+
+	// Refusals.
+	for _, tt := range []struct {
+		name  string
+		op    kadm.AlterConfig
+		topic string
+		want  error
+	}{
+		{"unknown key", set("no.such.key", "1"), "orders", kerr.InvalidConfig},
+		{"bad value", set("retention.ms", "soon"), "orders", kerr.InvalidConfig},
+		{"append to a non-list key", kadm.AlterConfig{Op: kadm.AppendConfig, Name: "retention.ms", Value: kadm.StringPtr("1")}, "orders", kerr.InvalidConfig},
+		{"unknown topic", set("retention.ms", "1"), "missing", kerr.UnknownTopicOrPartition},
+	} {
+		err := alter(t, func(ctx context.Context) (kadm.AlterConfigsResponses, error) {
+			return adm.AlterTopicConfigs(ctx, []kadm.AlterConfig{tt.op}, tt.topic)
+		})
+		require.ErrorIs(t, err, tt.want, tt.name)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	rs, err := adm.AlterTopicConfigs(ctx, []kadm.AlterConfig{set("retention.ms", "soon")}, "orders")
+	require.NoError(t, err)
+	require.Contains(t, rs[0].ErrMessage, "retention.ms")
+	require.Contains(t, rs[0].ErrMessage, "soon")
+	rcs, err := adm.DescribeTopicConfigs(ctx, "missing")
+	require.NoError(t, err)
+	require.ErrorIs(t, rcs[0].Err, kerr.UnknownTopicOrPartition)
+
+	// validate_only changes nothing.
+	rs, err = adm.ValidateAlterTopicConfigs(ctx, []kadm.AlterConfig{set("retention.ms", "1000")}, "orders")
+	require.NoError(t, err)
+	require.NoError(t, rs[0].Err)
+	require.Equal(t, kmsg.ConfigSourceStaticBrokerConfig, topicConfig(t, adm, "orders", "retention.ms").Source)
+
+	// min.insync.replicas=4 on three replicas: acks=all is refused on
+	// every leader; deleting it restores the default.
+	require.NoError(t, produceAcksAll(t, c, "orders"))
+	require.NoError(t, alter(t, func(ctx context.Context) (kadm.AlterConfigsResponses, error) {
+		return adm.AlterTopicConfigs(ctx, []kadm.AlterConfig{set("min.insync.replicas", "4")}, "orders")
+	}))
+	require.Eventually(t, func() bool {
+		return produceAcksAll(t, c, "orders") != nil
+	}, 30*time.Second, 100*time.Millisecond)
+	require.ErrorIs(t, produceAcksAll(t, c, "orders"), kerr.NotEnoughReplicas)
+	require.NoError(t, alter(t, func(ctx context.Context) (kadm.AlterConfigsResponses, error) {
+		return adm.AlterTopicConfigs(ctx, []kadm.AlterConfig{{Op: kadm.DeleteConfig, Name: "min.insync.replicas"}}, "orders")
+	}))
+	require.Eventually(t, func() bool { return produceAcksAll(t, c, "orders") == nil }, 30*time.Second, 100*time.Millisecond)
+
+	// Legacy AlterConfigs replaces the whole config.
+	require.NoError(t, alter(t, func(ctx context.Context) (kadm.AlterConfigsResponses, error) {
+		return adm.AlterTopicConfigsState(ctx, []kadm.AlterConfig{set("retention.bytes", "1000000")}, "orders")
+	}))
+	data, _, err = zk.Conn().Get(kafkazk.ConfigTopicPath("orders"))
+	require.NoError(t, err)
+	require.Equal(t, `{"version":1,"config":{"retention.bytes":"1000000"}}`, string(data))
+	require.Equal(t, kmsg.ConfigSourceDefaultConfig, topicConfig(t, adm, "orders", "segment.bytes").Source, "left out: removed")
+}
