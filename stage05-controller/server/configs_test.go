@@ -5,12 +5,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/IBM/sarama"
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/kafkaworkbook/workbook/stage02-reactor/protocol"
 	"github.com/kafkaworkbook/workbook/stage05-controller/brokertest"
 	"github.com/kafkaworkbook/workbook/stage05-controller/kafkazk"
 	"github.com/kafkaworkbook/workbook/stage05-controller/zktest"
@@ -190,4 +192,165 @@ func TestTopicConfigsAreDescribedAndAlteredThroughKadm(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, `{"version":1,"config":{"retention.bytes":"1000000"}}`, string(data))
 	require.Equal(t, kmsg.ConfigSourceDefaultConfig, topicConfig(t, adm, "orders", "segment.bytes").Source, "left out: removed")
+}
+
+// TestBrokerConfigsAreDescribedAndAlteredThroughKadm: a broker describes
+// its static keys (STATIC_BROKER_CONFIG, read-only unless dynamic) and
+// the defaults of the topic keys (DEFAULT_CONFIG); a cluster-wide dynamic
+// min.insync.replicas=4 reaches every broker without a restart (acks=all
+// refused with NOT_ENOUGH_REPLICAS on a topic without its own value),
+// survives a broker's restart (it is in ZooKeeper) and, deleted, restores
+// the default; a per-broker value is that broker's only, is altered
+// through that broker only, and a static key is refused as Kafka refuses
+// it.
+func TestBrokerConfigsAreDescribedAndAlteredThroughKadm(t *testing.T) {
+	ens := zktest.StartStandalone(t)
+	c := brokertest.Start(t, ens, 3, map[string]string{"log.retention.hours": "48"})
+	zk := observer(t, ens)
+	adm := kadm.NewClient(client(t, c))
+	createTopic(t, c, "orders", 3, nil)
+
+	hours, ok := brokerConfig(t, adm, 0, "log.retention.hours")
+	require.True(t, ok)
+	require.Equal(t, "48", value(hours))
+	require.Equal(t, kmsg.ConfigSourceStaticBrokerConfig, hours.Source)
+	zkc, ok := brokerConfig(t, adm, 0, "zookeeper.connect")
+	require.True(t, ok)
+	require.Equal(t, c.ConnectString(), value(zkc))
+	require.Equal(t, kmsg.ConfigSourceStaticBrokerConfig, zkc.Source)
+	segment, ok := brokerConfig(t, adm, 0, "log.segment.bytes")
+	require.True(t, ok)
+	require.Equal(t, "1073741824", value(segment))
+	require.Equal(t, kmsg.ConfigSourceDefaultConfig, segment.Source)
+
+	// Cluster-wide: every broker applies it to topics without their own.
+	require.NoError(t, produceAcksAll(t, c, "orders"))
+	require.NoError(t, alter(t, func(ctx context.Context) (kadm.AlterConfigsResponses, error) {
+		return adm.AlterBrokerConfigs(ctx, []kadm.AlterConfig{set("min.insync.replicas", "4")})
+	}))
+	data, _, err := zk.Conn().Get(kafkazk.ConfigBrokerPath(kafkazk.ConfigBrokerDefault))
+	require.NoError(t, err)
+	require.Equal(t, `{"version":1,"config":{"min.insync.replicas":"4"}}`, string(data))
+	require.Eventually(t, func() bool { // the answering broker may not have read the notification yet
+		def, ok := brokerConfig(t, adm, -1, "min.insync.replicas")
+		return ok && def.Source == kmsg.ConfigSourceDynamicDefaultBrokerConfig
+	}, 30*time.Second, 50*time.Millisecond)
+	for id := range int32(3) {
+		require.Eventually(t, func() bool {
+			c, _ := brokerConfig(t, adm, id, "min.insync.replicas")
+			return c.Source == kmsg.ConfigSourceDynamicDefaultBrokerConfig && value(c) == "4"
+		}, 30*time.Second, 50*time.Millisecond, "broker %d reads the dynamic default", id)
+	}
+	mir := topicConfig(t, adm, "orders", "min.insync.replicas")
+	require.Equal(t, kmsg.ConfigSourceDynamicDefaultBrokerConfig, mir.Source)
+	require.Equal(t, "4", value(mir))
+	require.Equal(t, []kadm.ConfigSynonym{{Key: "min.insync.replicas", Value: kadm.StringPtr("4"), Source: kmsg.ConfigSourceDynamicDefaultBrokerConfig},
+		{Key: "min.insync.replicas", Value: kadm.StringPtr("1"), Source: kmsg.ConfigSourceDefaultConfig}}, mir.Synonyms)
+	require.ErrorIs(t, produceAcksAll(t, c, "orders"), kerr.NotEnoughReplicas, "every partition's leader refuses")
+
+	// A restart keeps it: it is in ZooKeeper.
+	c.Broker(0).Stop(60 * time.Second)
+	c.Broker(0).Start()
+	waitTopicEverywhere(t, c, "orders", 3)
+	adm = kadm.NewClient(client(t, c)) // broker 0 listens on a new port
+	restarted, _ := brokerConfig(t, adm, 0, "min.insync.replicas")
+	require.Equal(t, kmsg.ConfigSourceDynamicDefaultBrokerConfig, restarted.Source)
+	require.ErrorIs(t, produceAcksAll(t, c, "orders"), kerr.NotEnoughReplicas)
+
+	require.NoError(t, alter(t, func(ctx context.Context) (kadm.AlterConfigsResponses, error) {
+		return adm.AlterBrokerConfigs(ctx, []kadm.AlterConfig{{Op: kadm.DeleteConfig, Name: "min.insync.replicas"}})
+	}))
+	require.Eventually(t, func() bool { return produceAcksAll(t, c, "orders") == nil }, 30*time.Second, 100*time.Millisecond)
+
+	// Per broker: broker 1's only, with its synonyms in Kafka's order.
+	require.NoError(t, alter(t, func(ctx context.Context) (kadm.AlterConfigsResponses, error) {
+		return adm.AlterBrokerConfigs(ctx, []kadm.AlterConfig{set("log.retention.ms", "3600000")}, 1)
+	}))
+	require.Eventually(t, func() bool {
+		c, _ := brokerConfig(t, adm, 1, "log.retention.ms")
+		return c.Source == kmsg.ConfigSourceDynamicBrokerConfig
+	}, 30*time.Second, 50*time.Millisecond)
+	_, ok = brokerConfig(t, adm, 0, "log.retention.ms")
+	require.False(t, ok, "broker 0 has no log.retention.ms")
+	ms, _ := brokerConfig(t, adm, 1, "log.retention.ms")
+	require.Equal(t, []kadm.ConfigSynonym{{Key: "log.retention.ms", Value: kadm.StringPtr("3600000"), Source: kmsg.ConfigSourceDynamicBrokerConfig},
+		{Key: "log.retention.hours", Value: kadm.StringPtr("48"), Source: kmsg.ConfigSourceStaticBrokerConfig},
+		{Key: "log.retention.hours", Value: kadm.StringPtr("168"), Source: kmsg.ConfigSourceDefaultConfig}}, ms.Synonyms)
+
+	// Refusals, with Kafka's codes and messages.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	rs, err := adm.AlterBrokerConfigs(ctx, []kadm.AlterConfig{set("zookeeper.connect", "elsewhere:2181")}, 0)
+	require.NoError(t, err)
+	require.ErrorIs(t, rs[0].Err, kerr.InvalidRequest)
+	require.Equal(t, "Cannot update these configs dynamically: Set(zookeeper.connect)", rs[0].ErrMessage)
+	rs, err = adm.AlterBrokerConfigs(ctx, []kadm.AlterConfig{set("log.retention.ms", "soon")})
+	require.NoError(t, err)
+	require.ErrorIs(t, rs[0].Err, kerr.InvalidRequest)
+	require.Contains(t, rs[0].ErrMessage, "log.retention.ms")
+	pc, err := protocol.Dial(ctx, c.Broker(0).Addr(), "test")
+	require.NoError(t, err)
+	defer pc.Close()
+	req := kmsg.NewPtrIncrementalAlterConfigsRequest()
+	res := kmsg.NewIncrementalAlterConfigsRequestResource()
+	res.ResourceType, res.ResourceName = kmsg.ConfigResourceTypeBroker, "1"
+	res.Configs = append(res.Configs, kmsg.IncrementalAlterConfigsRequestResourceConfig{Name: "log.retention.ms", Value: kadm.StringPtr("1")})
+	req.Resources = append(req.Resources, res)
+	resp, err := pc.Request(ctx, req)
+	require.NoError(t, err)
+	got := resp.(*kmsg.IncrementalAlterConfigsResponse).Resources[0]
+	require.Equal(t, kerr.InvalidRequest.Code, got.ErrorCode, "broker 1's config is altered through broker 1")
+	require.Equal(t, "Unexpected broker id, expected 0, but received 1", *got.ErrorMessage)
+}
+
+// TestSaramaListsTopicsWithTheirConfigs: Sarama's ClusterAdmin.ListTopics
+// describes every topic's config (it failed outright before the broker
+// served DescribeConfigs), and DescribeConfig answers for a topic and a
+// broker, at Sarama's 2.8 and 3.9 protocol versions.
+func TestSaramaListsTopicsWithTheirConfigs(t *testing.T) {
+	ens := zktest.StartStandalone(t)
+	c := brokertest.Start(t, ens, 3, nil)
+	createTopic(t, c, "orders", 2, map[string]*string{"cleanup.policy": kadm.StringPtr("compact")})
+	createTopic(t, c, "payments", 1, nil)
+	for _, version := range []sarama.KafkaVersion{sarama.V2_8_0_0, sarama.V3_9_0_0} {
+		t.Run(version.String(), func(t *testing.T) {
+			cfg := sarama.NewConfig()
+			cfg.Version = version
+			admin, err := sarama.NewClusterAdmin(c.Addrs(), cfg)
+			require.NoError(t, err)
+			defer admin.Close()
+			topics, err := admin.ListTopics()
+			require.NoError(t, err)
+			require.Contains(t, topics, "orders")
+			require.Contains(t, topics, "payments")
+			require.Equal(t, int32(2), topics["orders"].NumPartitions)
+			require.Equal(t, int16(3), topics["orders"].ReplicationFactor)
+			require.Equal(t, "compact", *topics["orders"].ConfigEntries["cleanup.policy"])
+			require.NotContains(t, topics["payments"].ConfigEntries, "cleanup.policy", "Sarama keeps the values that are not defaults")
+
+			entries, err := admin.DescribeConfig(sarama.ConfigResource{Type: sarama.TopicResource, Name: "orders"})
+			require.NoError(t, err)
+			var policy *sarama.ConfigEntry
+			for _, e := range entries {
+				if e.Name == "cleanup.policy" {
+					policy = &e
+				}
+			}
+			require.NotNil(t, policy)
+			require.Equal(t, "compact", policy.Value)
+			require.Equal(t, sarama.SourceTopic, policy.Source)
+
+			entries, err = admin.DescribeConfig(sarama.ConfigResource{Type: sarama.BrokerResource, Name: "1"})
+			require.NoError(t, err)
+			var zkc *sarama.ConfigEntry
+			for _, e := range entries {
+				if e.Name == "zookeeper.connect" {
+					zkc = &e
+				}
+			}
+			require.NotNil(t, zkc)
+			require.True(t, zkc.ReadOnly)
+			require.Equal(t, sarama.SourceStaticBroker, zkc.Source)
+		})
+	}
 }
