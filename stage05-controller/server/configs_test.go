@@ -2,6 +2,9 @@ package server_test
 
 import (
 	"context"
+	"io"
+	"log/slog"
+	"strings"
 	"testing"
 	"time"
 
@@ -11,10 +14,12 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/twmb/franz-go/pkg/kversion"
 
 	"github.com/kafkaworkbook/workbook/stage02-reactor/protocol"
 	"github.com/kafkaworkbook/workbook/stage05-controller/brokertest"
 	"github.com/kafkaworkbook/workbook/stage05-controller/kafkazk"
+	"github.com/kafkaworkbook/workbook/stage05-controller/server"
 	"github.com/kafkaworkbook/workbook/stage05-controller/zktest"
 )
 
@@ -353,4 +358,84 @@ func TestSaramaListsTopicsWithTheirConfigs(t *testing.T) {
 			require.Equal(t, sarama.SourceStaticBroker, zkc.Source)
 		})
 	}
+}
+
+// TestDescribeConfigsShowsALaterStagesKeysAndHidesSecrets: the keys a
+// later stage hands in (Options.BrokerConfigs) are described with the
+// stage's own; a secret is answered as null with is_sensitive and the
+// type PASSWORD. A v0 request gets is_default, a v3 request types and
+// documentation; BROKER_LOGGER is not served (INVALID_REQUEST).
+func TestDescribeConfigsShowsALaterStagesKeysAndHidesSecrets(t *testing.T) {
+	ens := zktest.StartStandalone(t)
+	cfg, err := server.ParseConfig(map[string]string{"broker.id": "0", "listeners": "PLAINTEXT://127.0.0.1:0",
+		"log.dirs": t.TempDir(), "zookeeper.connect": strings.Join(ens.Addrs(), ",")}, slog.Default())
+	require.NoError(t, err)
+	s, err := server.New(cfg, server.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), BrokerConfigs: []server.BrokerConfigEntry{
+		{Name: "ssl.keystore.location", Value: "/etc/kafka/broker.p12", Type: kmsg.ConfigTypeString},
+		{Name: "ssl.keystore.password", Value: "hunter2", Sensitive: true},
+	}})
+	require.NoError(t, err)
+	require.NoError(t, s.Start())
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		s.Shutdown(ctx)
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	// describe asks at version (a client pinned to it: the workbook's
+	// protocol client always asks at the highest common version).
+	describe := func(version int16, typ kmsg.ConfigResourceType, name string) kmsg.DescribeConfigsResponseResource {
+		versions := kversion.V3_9_0()
+		versions.SetMaxKeyVersion(32, version)
+		cl, err := kgo.NewClient(kgo.SeedBrokers(s.Endpoint().HostPort()), kgo.MaxVersions(versions))
+		require.NoError(t, err)
+		defer cl.Close()
+		req := kmsg.NewPtrDescribeConfigsRequest()
+		req.IncludeSynonyms, req.IncludeDocumentation = version >= 1, version >= 3
+		res := kmsg.NewDescribeConfigsRequestResource()
+		res.ResourceType, res.ResourceName = typ, name
+		req.Resources = append(req.Resources, res)
+		kresp, err := cl.Broker(0).Request(ctx, req) // to broker 0, whatever the resource names
+		require.NoError(t, err)
+		resp := kresp.(*kmsg.DescribeConfigsResponse)
+		require.Equal(t, version, resp.Version)
+		return resp.Resources[0]
+	}
+	find := func(r kmsg.DescribeConfigsResponseResource, name string) kmsg.DescribeConfigsResponseResourceConfig {
+		for _, c := range r.Configs {
+			if c.Name == name {
+				return c
+			}
+		}
+		t.Fatalf("no config %s", name)
+		return kmsg.DescribeConfigsResponseResourceConfig{}
+	}
+
+	b := describe(4, kmsg.ConfigResourceTypeBroker, "0")
+	require.Zero(t, b.ErrorCode)
+	loc := find(b, "ssl.keystore.location")
+	require.Equal(t, "/etc/kafka/broker.p12", *loc.Value)
+	require.Equal(t, kmsg.ConfigSourceStaticBrokerConfig, loc.Source)
+	require.True(t, loc.ReadOnly)
+	pw := find(b, "ssl.keystore.password")
+	require.Nil(t, pw.Value)
+	require.True(t, pw.IsSensitive)
+	require.Equal(t, kmsg.ConfigTypePassword, pw.ConfigType)
+	require.Nil(t, pw.ConfigSynonyms[0].Value)
+
+	v0 := describe(0, kmsg.ConfigResourceTypeBroker, "0")
+	require.True(t, find(v0, "log.segment.bytes").IsDefault)
+	require.False(t, find(v0, "zookeeper.connect").IsDefault)
+	v3 := describe(3, kmsg.ConfigResourceTypeBroker, "0")
+	seg := find(v3, "log.segment.bytes")
+	require.Equal(t, kmsg.ConfigTypeInt, seg.ConfigType)
+	require.NotNil(t, seg.Documentation)
+	require.Equal(t, kmsg.ConfigTypeInt, find(v3, "log.retention.hours").ConfigType)
+
+	logger := describe(4, kmsg.ConfigResourceTypeBrokerLogger, "0")
+	require.Equal(t, kerr.InvalidRequest.Code, logger.ErrorCode)
+	other := describe(4, kmsg.ConfigResourceTypeBroker, "7")
+	require.Equal(t, kerr.InvalidRequest.Code, other.ErrorCode)
+	require.Equal(t, "Unexpected broker id, expected 0 or empty string, but received 7", *other.ErrorMessage)
 }
