@@ -79,7 +79,26 @@ func (c *Client) SetTopicConfig(topic string, config map[string]string) error {
 }
 
 func (c *Client) setTopicConfig(topic string, config map[string]string, notify bool) error {
-	p := ConfigTopicPath(topic)
+	return c.setEntityConfig(ConfigEntityTopics, topic, config, notify)
+}
+
+// The config entity types this package writes: the children of /config
+// and the first part of a notification's entity path ("topics/orders",
+// "brokers/1", "brokers/<default>").
+const (
+	ConfigEntityTopics  = "topics"
+	ConfigEntityBrokers = "brokers"
+	// ConfigBrokerDefault names the cluster-wide dynamic broker config,
+	// /config/brokers/<default> (Kafka's ZooKeeperInternals.DEFAULT_STRING).
+	ConfigBrokerDefault = "<default>"
+)
+
+// setEntityConfig writes /config/<entityType>/<name> in Kafka's JSON and,
+// with notify, a /config/changes/config_change_<seq> naming it, as
+// AdminZkClient.changeEntityConfig does: the znode first, so a broker
+// that reads the notification reads the new config.
+func (c *Client) setEntityConfig(entityType, name string, config map[string]string, notify bool) error {
+	p := ConfigPath + "/" + entityType + "/" + name
 	data := EncodeTopicConfig(config)
 	if _, err := c.conn.Set(p, data, -1); errors.Is(err, zk.ErrNoNode) {
 		if _, err = c.conn.Create(p, data, 0, acl); err != nil && !errors.Is(err, zk.ErrNodeExists) {
@@ -91,22 +110,51 @@ func (c *Client) setTopicConfig(topic string, config map[string]string, notify b
 	if !notify {
 		return nil
 	}
-	if _, err := c.conn.Create(configChangePrefix, EncodeConfigChange("topics/"+topic), zk.FlagSequence, acl); err != nil {
+	if _, err := c.conn.Create(configChangePrefix, EncodeConfigChange(entityType+"/"+name), zk.FlagSequence, acl); err != nil {
 		return fmt.Errorf("kafkazk: notify %s: %w", ConfigChangesPath, err)
 	}
 	return nil
 }
 
-// TopicConfig reads a topic's config overrides (none if it has none).
-func (c *Client) TopicConfig(topic string) (map[string]string, error) {
-	data, _, err := c.conn.Get(ConfigTopicPath(topic))
+// entityConfig reads /config/<entityType>/<name> (empty if it is missing).
+func (c *Client) entityConfig(entityType, name string) (map[string]string, error) {
+	p := ConfigPath + "/" + entityType + "/" + name
+	data, _, err := c.conn.Get(p)
 	if errors.Is(err, zk.ErrNoNode) || (err == nil && len(data) == 0) {
 		return map[string]string{}, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("kafkazk: read %s: %w", ConfigTopicPath(topic), err)
+		return nil, fmt.Errorf("kafkazk: read %s: %w", p, err)
 	}
 	return DecodeTopicConfig(data)
+}
+
+// TopicConfig reads a topic's config overrides (none if it has none).
+func (c *Client) TopicConfig(topic string) (map[string]string, error) {
+	return c.entityConfig(ConfigEntityTopics, topic)
+}
+
+// SetBrokerConfig replaces the dynamic broker config of broker ("1") or,
+// with ConfigBrokerDefault, of every broker, in /config/brokers, and
+// notifies every broker (Kafka's AdminZkClient.changeBrokerConfig). The
+// JSON is a topic config's: {"version":1,"config":{...}}.
+func (c *Client) SetBrokerConfig(broker string, config map[string]string) error {
+	return c.setEntityConfig(ConfigEntityBrokers, broker, config, true)
+}
+
+// BrokerConfig reads the dynamic broker config of broker ("1" or
+// ConfigBrokerDefault); empty if none was set.
+func (c *Client) BrokerConfig(broker string) (map[string]string, error) {
+	return c.entityConfig(ConfigEntityBrokers, broker)
+}
+
+// TopicExists reports whether /brokers/topics/<topic> exists.
+func (c *Client) TopicExists(topic string) (bool, error) {
+	ok, _, err := c.conn.Exists(TopicPath(topic))
+	if err != nil {
+		return false, fmt.Errorf("kafkazk: exists %s: %w", TopicPath(topic), err)
+	}
+	return ok, nil
 }
 
 // ConfigChangesW lists /config/changes' notifications, with a watch for

@@ -241,6 +241,27 @@ func TestZooKeeperLayout(t *testing.T) {
 			"six blocks claimed, two by each broker")
 	})
 
+	t.Run("dynamic broker configs are written per broker and cluster-wide, each with a notification", func(t *testing.T) {
+		c := connect(t, ens)
+		cfg, err := c.BrokerConfig("7")
+		require.NoError(t, err)
+		require.Empty(t, cfg, "no znode: no dynamic config")
+		for _, b := range []string{"7", kafkazk.ConfigBrokerDefault} {
+			require.NoError(t, c.SetBrokerConfig(b, map[string]string{"log.retention.ms": "1000"}))
+			raw, _, err := c.Conn().Get(kafkazk.ConfigBrokerPath(b))
+			require.NoError(t, err)
+			require.Equal(t, `{"version":1,"config":{"log.retention.ms":"1000"}}`, string(raw))
+			changes, _, err := c.ConfigChangesW()
+			require.NoError(t, err)
+			entity, err := c.ConfigChange(changes[len(changes)-1])
+			require.NoError(t, err)
+			require.Equal(t, "brokers/"+b, entity)
+			cfg, err := c.BrokerConfig(b)
+			require.NoError(t, err)
+			require.Equal(t, map[string]string{"log.retention.ms": "1000"}, cfg)
+		}
+	})
+
 	t.Run("a topic is created, configured and deleted", func(t *testing.T) {
 		c := connect(t, ens)
 		a := kafkazk.TopicAssignment{ID: kafkazk.TopicID{1, 2, 3}, Replicas: map[int32][]int32{0: {0, 1, 2}, 1: {1, 2, 0}}}

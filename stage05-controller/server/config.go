@@ -2,6 +2,7 @@ package server
 
 import (
 	"log/slog"
+	"maps"
 	"strconv"
 	"strings"
 	"time"
@@ -68,6 +69,10 @@ type Config struct {
 	Group                    group.Config
 	OffsetsReplicationFactor int
 	OffsetsSegmentBytes      int64
+	// Props are the properties ParseConfig read: DescribeConfigs answers
+	// them as STATIC_BROKER_CONFIG. A Config built by hand may leave it
+	// nil (every key is then answered with Kafka's default).
+	Props map[string]string
 }
 
 // ParseConfig reads a broker's configuration; every key must be known,
@@ -84,7 +89,7 @@ func ParseConfig(props map[string]string, logger *slog.Logger) (Config, error) {
 	cfg := Config{Config: base, ZookeeperConnect: strings.TrimSpace(props[KeyZookeeperConnect]),
 		ZookeeperSessionTimeout: kafkazk.DefaultSessionTimeout, ControlledShutdown: true, ControlledShutdownRetries: 3,
 		ControlledShutdownBackoff: 5 * time.Second, NumPartitions: 1, DefaultReplicationFactor: 1, Rack: props[KeyBrokerRack],
-		AutoLeaderRebalance: true, LeaderImbalanceCheck: 300 * time.Second, LeaderImbalancePercentage: 10}
+		AutoLeaderRebalance: true, LeaderImbalanceCheck: 300 * time.Second, LeaderImbalancePercentage: 10, Props: maps.Clone(props)}
 	if cfg.ZookeeperConnect == "" {
 		return Config{}, &commitlog.ConfigError{Key: KeyZookeeperConnect, Value: props[KeyZookeeperConnect],
 			Reason: "required: the ZooKeeper ensemble, host:port[,host:port...]"}

@@ -27,6 +27,10 @@ import (
 // Options are the parts of a server that are not Kafka configuration.
 type Options struct {
 	Logger *slog.Logger
+	// BrokerConfigs are broker configs a later stage parsed itself
+	// (listeners, ssl.*, sasl.*), which DescribeConfigs shows besides this
+	// stage's keys; secrets marked Sensitive are answered as null.
+	BrokerConfigs []BrokerConfigEntry
 }
 
 // Server is a stage 05 broker.
@@ -39,6 +43,8 @@ type Server struct {
 	cfg    Config
 	logger *slog.Logger
 	config *configWatcher
+	// brokerConfigs: Options.BrokerConfigs, for DescribeConfigs.
+	brokerConfigs []BrokerConfigEntry
 }
 
 // New connects to ZooKeeper, creates Kafka's persistent znodes and the
@@ -64,7 +70,7 @@ func New(cfg Config, opts Options) (*Server, error) {
 		zk.Close()
 		return nil, err
 	}
-	s := &Server{ZK: zk, cfg: cfg, logger: logger}
+	s := &Server{ZK: zk, cfg: cfg, logger: logger, brokerConfigs: opts.BrokerConfigs}
 	base, err := s4.New(cfg.Config, s4.Options{Logger: opts.Logger, States: zk, ProducerIDs: zk.ProducerIDBlock(), ClusterID: clusterID,
 		StateChanged: s.offsetsPartitionChanged})
 	if err != nil {
@@ -84,6 +90,9 @@ func New(cfg Config, opts Options) (*Server, error) {
 	s.Register(s.alterPartitionReassignmentsAPI())
 	s.Register(s.listPartitionReassignmentsAPI())
 	s.Register(broker.ProduceAPI(s.ProduceAppender()))
+	for _, api := range s.configAPIs() {
+		s.Register(api)
+	}
 	for _, api := range s.groupAPIs() {
 		s.Register(api)
 	}
