@@ -434,7 +434,12 @@ func (f *fetcher) truncateToLeaderEnd(client *protocol.Client, tp commitlog.Topi
 func (f *fetcher) handlePartition(tp commitlog.TopicPartition, s *fetchState, rp *kmsg.FetchResponseTopicPartition) (ahead bool) {
 	switch err := kerr.ErrorForCode(rp.ErrorCode); {
 	case err == nil:
+		// The records and the high watermark first, then the leader's log
+		// start (DeleteRecords there), which the new high watermark may
+		// now allow (Kafka's processPartitionData, in that order).
 		if _, err := s.p.AppendAsFollower(rp.RecordBatches, rp.HighWatermark); err != nil {
+			f.delay(tp, s, err)
+		} else if err := s.p.MaybeIncrementLogStartOffset(rp.LogStartOffset); err != nil {
 			f.delay(tp, s, err)
 		}
 	case errors.Is(err, kerr.OffsetOutOfRange):
