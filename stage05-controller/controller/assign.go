@@ -1,7 +1,7 @@
 package controller
 
-// This file holds the replica assignment of a topic created without an
-// explicit one: Kafka's rack-unaware assignment
+// This file holds the replica assignment of a topic created, or grown,
+// without an explicit one: Kafka's rack-unaware assignment
 // (AdminUtils.assignReplicasToBrokersRackUnaware), so that this broker
 // places the replicas where a Kafka 2.8 broker would.
 
