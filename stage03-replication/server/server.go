@@ -120,7 +120,7 @@ func New(cfg Config, opts Options) (*Server, error) {
 	s.Unregister(20) // DeleteTopics: likewise
 	for _, api := range []broker.API{
 		s.produceAPI(), s.fetchAPI(), s.listOffsetsAPI(), s.metadataAPI(),
-		s.leaderAndIsrAPI(), s.stopReplicaAPI(), s.updateMetadataAPI(), s.offsetForLeaderEpochAPI(),
+		s.leaderAndIsrAPI(), s.stopReplicaAPI(), s.updateMetadataAPI(), s.offsetForLeaderEpochAPI(), s.describeLogDirsAPI(),
 	} {
 		s.Register(api)
 	}

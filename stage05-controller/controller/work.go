@@ -154,16 +154,18 @@ func (c *Controller) loadTopics() error {
 
 // addTopics loads topics into the state: assignment, unclean election
 // setting, partition states (those without one are created by
-// electWhereNeeded).
+// electWhereNeeded). Each topic's znode is watched from then on for new
+// partitions (partitions.go).
 func (c *Controller) addTopics(topics []string) error {
 	cs := c.state
-	assignments, err := c.zk.TopicAssignments(topics...)
+	assignments, watches, err := c.zk.TopicAssignmentsW(topics...)
 	if err != nil {
 		return err
 	}
 	var tps []commitlog.TopicPartition
 	for topic, a := range assignments {
 		cs.topics[topic] = a
+		c.watchPartitionModifications(topic, watches[topic])
 		for p := range a.Replicas {
 			tps = append(tps, commitlog.TopicPartition{Topic: topic, Partition: p})
 		}

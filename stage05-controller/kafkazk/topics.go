@@ -210,10 +210,34 @@ type VersionedAssignment struct {
 // TopicAssignments reads the assignments of topics; a topic that does not
 // exist is left out.
 func (c *Client) TopicAssignments(topics ...string) (map[string]VersionedAssignment, error) {
+	out, _, err := c.topicAssignments(topics, false)
+	return out, err
+}
+
+// TopicAssignmentsW is TopicAssignments with a data watch on each
+// existing topic's znode, which fires when its assignment is rewritten
+// (new partitions, a reassignment's steps) or the topic is deleted: the
+// controller's PartitionModifications watch.
+func (c *Client) TopicAssignmentsW(topics ...string) (map[string]VersionedAssignment, map[string]<-chan zk.Event, error) {
+	return c.topicAssignments(topics, true)
+}
+
+func (c *Client) topicAssignments(topics []string, watch bool) (map[string]VersionedAssignment, map[string]<-chan zk.Event, error) {
 	var mu sync.Mutex
 	out := make(map[string]VersionedAssignment, len(topics))
+	watches := map[string]<-chan zk.Event{}
 	err := parallel(len(topics), func(i int) error {
-		data, stat, err := c.conn.Get(TopicPath(topics[i]))
+		var (
+			data []byte
+			stat *zk.Stat
+			ch   <-chan zk.Event
+			err  error
+		)
+		if watch {
+			data, stat, ch, err = c.conn.GetW(TopicPath(topics[i]))
+		} else {
+			data, stat, err = c.conn.Get(TopicPath(topics[i]))
+		}
 		if errors.Is(err, zk.ErrNoNode) {
 			return nil
 		}
@@ -226,10 +250,27 @@ func (c *Client) TopicAssignments(topics ...string) (map[string]VersionedAssignm
 		}
 		mu.Lock()
 		out[topics[i]] = VersionedAssignment{a, stat.Version}
+		if watch {
+			watches[topics[i]] = ch
+		}
 		mu.Unlock()
 		return nil
 	})
-	return out, err
+	return out, watches, err
+}
+
+// AddPartitions rewrites a topic's assignment with new partitions added,
+// as Kafka's AdminZkClient.addPartitions does for CreatePartitions on any
+// broker: an admin's write, not the controller's (so not fenced by its
+// epoch), which the controller notices through its data watch on the
+// topic's znode. It is conditional on the version the caller read, so
+// that it never overwrites a change made since (a reassignment's step, a
+// concurrent CreatePartitions): zk.ErrBadVersion, wrapped, then.
+func (c *Client) AddPartitions(topic string, a TopicAssignment, version int32) error {
+	if _, err := c.conn.Set(TopicPath(topic), a.Encode(), version); err != nil {
+		return fmt.Errorf("kafkazk: write %s: %w", TopicPath(topic), err)
+	}
+	return nil
 }
 
 // SetTopicAssignment rewrites a topic's assignment (a reassignment's

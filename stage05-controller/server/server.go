@@ -89,6 +89,8 @@ func New(cfg Config, opts Options) (*Server, error) {
 	s.Register(s.controlledShutdownAPI())
 	s.Register(s.alterPartitionReassignmentsAPI())
 	s.Register(s.listPartitionReassignmentsAPI())
+	s.Register(s.createPartitionsAPI())
+	s.Register(s.describeClusterAPI())
 	s.Register(broker.ProduceAPI(s.ProduceAppender()))
 	for _, api := range s.configAPIs() {
 		s.Register(api)
