@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"math"
 	"net"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -150,6 +151,23 @@ func parseListener(v string) (host string, port int32, err error) {
 		return "", 0, fmt.Errorf("bad port %q", p)
 	}
 	return h, int32(n), nil
+}
+
+// Keys lists every key ParseConfig knows: this stage's, the log's
+// (commitlog.BrokerKeys) and the Ignored ones, sorted. Later stages add
+// theirs to it (stage 03's server.Keys, ...); final's sample
+// server.properties is checked against the whole list.
+func Keys() []string {
+	out := []string{"log.dir"}
+	for _, k := range brokerKeys {
+		out = append(out, k.name)
+	}
+	out = append(out, commitlog.BrokerKeys()...)
+	for k := range Ignored {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return slices.Compact(out)
 }
 
 // ParseConfig reads a broker's configuration from properties (a

@@ -19,6 +19,10 @@ type Config struct {
 	Replica replica.Config
 }
 
+// Keys lists every key ParseConfig knows: stage 02's and the replica.*
+// keys.
+func Keys() []string { return append(broker.Keys(), replica.Keys()...) }
+
 // ParseConfig reads a broker's configuration; every key must be known:
 // stage 02's, the replica.* keys, or one of extraKeys (a later stage's,
 // which it reads itself).

@@ -3,6 +3,7 @@ package server
 import (
 	"log/slog"
 	"maps"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -75,14 +76,26 @@ type Config struct {
 	Props map[string]string
 }
 
-// ParseConfig reads a broker's configuration; every key must be known,
-// and a bad value is an error that names the key and the value.
-func ParseConfig(props map[string]string, logger *slog.Logger) (Config, error) {
-	keys := append([]string{KeyZookeeperConnect, KeyZookeeperSessionTimeout, KeyZookeeperConnectionTimeout,
+// ownKeys are this stage's keys.
+func ownKeys() []string {
+	return append([]string{KeyZookeeperConnect, KeyZookeeperSessionTimeout, KeyZookeeperConnectionTimeout,
 		KeyControlledShutdownEnable, KeyControlledShutdownMaxRetries, KeyControlledShutdownRetryBackoff,
 		KeyNumPartitions, KeyDefaultReplicationFactor, KeyBrokerRack,
 		KeyAutoLeaderRebalance, KeyLeaderImbalanceCheckInterval, KeyLeaderImbalancePerBrokerPercentage}, groupKeys...)
-	base, err := server.ParseConfig(props, logger, keys...)
+}
+
+// Keys lists every key ParseConfig knows, sorted: stage 04's (and so
+// every stage's below) and this stage's.
+func Keys() []string {
+	out := append(server.Keys(), ownKeys()...)
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+// ParseConfig reads a broker's configuration; every key must be known,
+// and a bad value is an error that names the key and the value.
+func ParseConfig(props map[string]string, logger *slog.Logger) (Config, error) {
+	base, err := server.ParseConfig(props, logger, ownKeys()...)
 	if err != nil {
 		return Config{}, err
 	}
