@@ -39,7 +39,9 @@ func TestClients(t *testing.T) {
 	c := startCluster(t)
 	t.Run("kcat", func(t *testing.T) { testKcat(t, c) })
 	t.Run("franz-go", func(t *testing.T) { testFranz(t, c) })
+	t.Run("kadm", func(t *testing.T) { testKadm(t, c) })
 	t.Run("sarama", func(t *testing.T) { testSarama(t, c) })
+	t.Run("sarama admin", func(t *testing.T) { testSaramaAdmin(t, c) })
 	t.Run("kafka-go", func(t *testing.T) { testKafkaGo(t, c) })
 }
 

@@ -8,6 +8,7 @@ import (
 	"maps"
 	"math"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -44,10 +45,22 @@ type Config struct {
 	// BrokerIDSource says where the broker id came from: "broker.id",
 	// "meta.properties" or "zookeeper" (a generated id).
 	BrokerIDSource string
+
+	// own are final's keys as the properties gave them.
+	own map[string]string
 }
 
 // ownKeys are the keys final reads and the stages below do not know.
 var ownKeys = []string{KeyBrokerIDGeneration, KeyReservedBrokerMaxID}
+
+// Keys lists every key the final broker knows, sorted: final's and every
+// stage's below. config/server.properties documents each of them.
+func Keys() []string {
+	out := append(s5.Keys(), KeyBrokerID)
+	out = append(out, ownKeys...)
+	slices.Sort(out)
+	return slices.Compact(out)
+}
 
 // LoadConfig reads a broker's configuration from properties (a
 // server.properties file with its --override values applied, as
@@ -105,7 +118,11 @@ func parseOwnKeys(props map[string]string) (cfg Config, id int32, rest map[strin
 	if rest == nil {
 		rest = map[string]string{}
 	}
+	cfg.own = map[string]string{}
 	for _, k := range ownKeys {
+		if v, ok := rest[k]; ok {
+			cfg.own[k] = v
+		}
 		delete(rest, k)
 	}
 	if raw, ok := props[KeyBrokerIDGeneration]; ok {

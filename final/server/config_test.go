@@ -3,7 +3,9 @@ package server_test
 import (
 	"io"
 	"log/slog"
+	"maps"
 	"os"
+	"regexp"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -12,6 +14,7 @@ import (
 
 	"github.com/kafkaworkbook/workbook/final/server"
 	"github.com/kafkaworkbook/workbook/stage01-log/commitlog"
+	"github.com/kafkaworkbook/workbook/stage02-reactor/store"
 	"github.com/kafkaworkbook/workbook/stage05-controller/zktest"
 )
 
@@ -84,4 +87,64 @@ func TestBrokerIDGeneratedFromZooKeeper(t *testing.T) {
 		require.False(t, seen[id], "id %d generated twice", id)
 		seen[id] = true
 	}
+}
+
+// sampleLine is a key=value line of the sample file, commented or not.
+var sampleLine = regexp.MustCompile(`^#?([a-z][a-z0-9.]*)=(.*)$`)
+
+// TestSampleConfigDocumentsEveryKeyWithItsDefault holds
+// config/server.properties to what it promises: every key the broker
+// knows is in it, every key in it is known, the file starts a broker as it
+// is, and each commented line's value is the real default (setting it
+// changes nothing).
+func TestSampleConfigDocumentsEveryKeyWithItsDefault(t *testing.T) {
+	f, err := os.ReadFile("../config/server.properties")
+	require.NoError(t, err)
+	documented := map[string]string{}
+	for _, line := range strings.Split(string(f), "\n") {
+		if m := sampleLine.FindStringSubmatch(line); m != nil {
+			_, twice := documented[m[1]]
+			require.False(t, twice, "%s is in the sample twice", m[1])
+			documented[m[1]] = m[2]
+		}
+	}
+	for _, k := range server.Keys() {
+		_, ok := documented[k]
+		require.True(t, ok, "config/server.properties does not document %s", k)
+	}
+	known := server.Keys()
+	for k := range documented {
+		require.Contains(t, known, k, "config/server.properties documents %s, which the broker does not know", k)
+	}
+
+	props, err := store.ReadPropertiesFile("../config/server.properties")
+	require.NoError(t, err)
+	props["broker.id"] = "0" // resolving -1 needs ZooKeeper: TestBrokerIDGeneratedFromZooKeeper
+	_, err = server.ParseConfig(props, quiet)
+	require.NoError(t, err, "the sample starts a broker as it is")
+
+	base := map[string]string{"broker.id": "0", "zookeeper.connect": "127.0.0.1:2181", "log.dirs": "/tmp/kafka-logs"}
+	want, err := server.ParseConfig(base, quiet)
+	require.NoError(t, err)
+	for _, line := range strings.Split(string(f), "\n") {
+		m := sampleLine.FindStringSubmatch(line)
+		if m == nil || !strings.HasPrefix(line, "#") || m[2] == "" || m[1] == "broker.id" {
+			continue // a set key, or one whose default is not a value (max.connections, broker.rack)
+		}
+		t.Run(m[1], func(t *testing.T) {
+			props := maps.Clone(base)
+			props[m[1]] = m[2]
+			got, err := server.ParseConfig(props, quiet)
+			require.NoError(t, err)
+			require.Equal(t, comparable(want), comparable(got), "%s=%s is not the default", m[1], m[2])
+		})
+	}
+}
+
+// comparable is a configuration without what differs between two parses
+// of equal settings: the properties themselves.
+func comparable(c server.Config) server.Config {
+	c.Props = nil
+	return server.Config{Config: c.Config, BrokerIDGeneration: c.BrokerIDGeneration, ReservedBrokerMaxID: c.ReservedBrokerMaxID,
+		BrokerIDSource: c.BrokerIDSource}
 }

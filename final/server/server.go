@@ -13,6 +13,9 @@ package server
 import (
 	"context"
 	"log/slog"
+	"strconv"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	s5 "github.com/kafkaworkbook/workbook/stage05-controller/server"
 	s6 "github.com/kafkaworkbook/workbook/stage06-performance/server"
@@ -35,7 +38,7 @@ func New(cfg Config, opts Options) (*Server, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
-	base, err := s6.New(cfg.Config, s6.Options{Options: s5.Options{Logger: opts.Logger}})
+	base, err := s6.New(cfg.Config, s6.Options{Options: s5.Options{Logger: opts.Logger, BrokerConfigs: cfg.describedKeys()}})
 	if err != nil {
 		return nil, err
 	}
@@ -58,4 +61,17 @@ func (s *Server) Start() error {
 // Shutdown stops the broker as stage 05 does: controlled shutdown first.
 func (s *Server) Shutdown(ctx context.Context) error {
 	return s.Server.Shutdown(ctx)
+}
+
+// describedKeys are final's own keys as DescribeConfigs shows them (stage
+// 05's Options.BrokerConfigs seam): read-only, with their source.
+func (c Config) describedKeys() []s5.BrokerConfigEntry {
+	_, genSet := c.own[KeyBrokerIDGeneration]
+	_, maxSet := c.own[KeyReservedBrokerMaxID]
+	return []s5.BrokerConfigEntry{
+		{Name: KeyBrokerIDGeneration, Value: strconv.FormatBool(c.BrokerIDGeneration), Default: !genSet, Type: kmsg.ConfigTypeBoolean,
+			Doc: "Whether a broker without broker.id gets one from ZooKeeper, above reserved.broker.max.id."},
+		{Name: KeyReservedBrokerMaxID, Value: strconv.Itoa(int(c.ReservedBrokerMaxID)), Default: !maxSet, Type: kmsg.ConfigTypeInt,
+			Doc: "The largest configurable broker id; generated ids start above it."},
+	}
 }
