@@ -5,8 +5,8 @@ import (
 	"log/slog"
 	"maps"
 	"os"
-	"regexp"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
