@@ -2,6 +2,7 @@ package broker
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -61,6 +62,19 @@ type Options struct {
 	// ClusterID is passed to the store (store.Options.ClusterID): the
 	// cluster's id when ZooKeeper knows it (stage 05).
 	ClusterID string
+	// TLS gives the TLS configuration of each listener whose security
+	// protocol is SSL or SASL_SSL (called once per such listener, in New);
+	// a broker with such a listener and no TLS, or a nil *tls.Config, does
+	// not start. final builds it from the ssl.* keys (listener.name.<l>.ssl.*
+	// overrides included); a test builds one by hand. See Listener.TLS in
+	// package network for how a TLS listener is served.
+	TLS func(l Listener) (*tls.Config, error)
+	// WrapHandler, if set, is called once per listener in New: the
+	// listener's requests go to the handler it returns, which calls next
+	// (the broker's API table) for those it lets through. final puts its
+	// SASL authenticator in front of the SASL_PLAINTEXT and SASL_SSL
+	// listeners here; it runs on the handler pool's goroutines, like next.
+	WrapHandler func(l Listener, next network.Handler) network.Handler
 }
 
 // New opens the broker's log directory and registers the APIs of this
@@ -84,18 +98,16 @@ func New(cfg Config, opts Options) (*Broker, error) {
 	}
 	netCfg := cfg.Network
 	netCfg.Logger = opts.Logger
-	b.server, err = opts.ServerFactory(netCfg, network.HandlerFunc(b.Handle))
+	if netCfg.Listeners, err = b.networkListeners(); err != nil {
+		st.Close()
+		return nil, err
+	}
+	b.server, err = opts.ServerFactory(netCfg, b.listenerHandler())
 	if err != nil {
 		st.Close()
-		return nil, fmt.Errorf("listen on %s: %w", cfg.Listener, err)
+		return nil, fmt.Errorf("listen on %s: %w", b.listenAddrs(), err)
 	}
-	if b.cfg.AdvertisedPort == 0 {
-		// Listening on port 0 lets the kernel choose (tests, several
-		// brokers on one machine): advertise the port it chose.
-		if tcp, ok := b.server.Addr().(*net.TCPAddr); ok {
-			b.cfg.AdvertisedPort = int32(tcp.Port)
-		}
-	}
+	b.advertiseChosenPorts()
 	return b, nil
 }
 
@@ -111,16 +123,17 @@ func (b *Broker) Logger() *slog.Logger { return b.logger }
 // NetworkStats is a snapshot of the network server's counters.
 func (b *Broker) NetworkStats() network.Stats { return b.server.Stats() }
 
-// Addr is the address the broker listens on.
-func (b *Broker) Addr() net.Addr { return b.server.Addr() }
+// Addr is the address the broker listens on: its inter-broker listener's,
+// its only one in a single-listener broker (ListenerAddr for the others).
+func (b *Broker) Addr() net.Addr { return b.ListenerAddr(b.cfg.InterBrokerListener) }
 
 // Start begins serving.
 func (b *Broker) Start() error {
 	if err := b.server.Start(); err != nil {
 		return err
 	}
-	b.logger.Info("broker ready", "broker.id", b.cfg.BrokerID, "listener", b.server.Addr().String(),
-		"advertised", fmt.Sprintf("%s:%d", b.cfg.AdvertisedHost, b.cfg.AdvertisedPort),
+	b.logger.Info("broker ready", "broker.id", b.cfg.BrokerID, "listener", b.Addr().String(),
+		"advertised", fmt.Sprintf("%s:%d", b.cfg.AdvertisedHost, b.cfg.AdvertisedPort), "listeners", b.listenerSummary(),
 		"log.dirs", b.cfg.LogDir, "cluster.id", b.store.ClusterID(), "topics", len(b.store.TopicNames()))
 	return nil
 }
