@@ -27,6 +27,9 @@ func ParseConfig(props map[string]string, logger *slog.Logger, extraKeys ...stri
 	if err != nil {
 		return Config{}, err
 	}
+	if err := checkInterBrokerListener(b); err != nil {
+		return Config{}, err
+	}
 	r, err := replica.ParseConfig(b.BrokerID, props)
 	return Config{Broker: b, Replica: r}, err
 }
@@ -130,10 +133,12 @@ func New(cfg Config, opts Options) (*Server, error) {
 // ID is the broker's id.
 func (s *Server) ID() int32 { return s.Config().BrokerID }
 
-// Endpoint is how other brokers and clients reach this one.
+// Endpoint is how other brokers and clients reach this one: Host and
+// Port are its inter-broker listener's advertised address, Listeners
+// every listener's.
 func (s *Server) Endpoint() BrokerEndpoint {
 	c := s.Config()
-	return BrokerEndpoint{ID: c.BrokerID, Host: c.AdvertisedHost, Port: c.AdvertisedPort}
+	return BrokerEndpoint{ID: c.BrokerID, Host: c.AdvertisedHost, Port: c.AdvertisedPort, Listeners: listenerEndpoints(c)}
 }
 
 // HostPort is the advertised "host:port".
