@@ -2,7 +2,6 @@ package broker
 
 import (
 	"context"
-	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -62,19 +61,10 @@ type Options struct {
 	// ClusterID is passed to the store (store.Options.ClusterID): the
 	// cluster's id when ZooKeeper knows it (stage 05).
 	ClusterID string
-	// TLS gives the TLS configuration of each listener whose security
-	// protocol is SSL or SASL_SSL (called once per such listener, in New);
-	// a broker with such a listener and no TLS, or a nil *tls.Config, does
-	// not start. final builds it from the ssl.* keys (listener.name.<l>.ssl.*
-	// overrides included); a test builds one by hand. See Listener.TLS in
-	// package network for how a TLS listener is served.
-	TLS func(l Listener) (*tls.Config, error)
-	// WrapHandler, if set, is called once per listener in New: the
-	// listener's requests go to the handler it returns, which calls next
-	// (the broker's API table) for those it lets through. final puts its
-	// SASL authenticator in front of the SASL_PLAINTEXT and SASL_SSL
-	// listeners here; it runs on the handler pool's goroutines, like next.
-	WrapHandler func(l Listener, next network.Handler) network.Handler
+	// PerListener are the seams of each listener: its TLS configuration
+	// and a handler in front of its requests (final: TLS and SASL). Later
+	// stages carry them down in their own Options.
+	PerListener ListenerOptions
 }
 
 // New opens the broker's log directory and registers the APIs of this

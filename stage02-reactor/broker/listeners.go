@@ -9,9 +9,26 @@ import (
 	"github.com/kafkaworkbook/workbook/stage02-reactor/network"
 )
 
+// ListenerOptions are the per-listener seams of a broker (Options.PerListener).
+type ListenerOptions struct {
+	// TLS gives the TLS configuration of each listener whose security
+	// protocol is SSL or SASL_SSL (called once per such listener, in New);
+	// a broker with such a listener and no TLS, or a nil *tls.Config, does
+	// not start. final builds it from the ssl.* keys (listener.name.<l>.ssl.*
+	// overrides included); a test builds one by hand. See Listener.TLS in
+	// package network for how a TLS listener is served.
+	TLS func(l Listener) (*tls.Config, error)
+	// WrapHandler, if set, is called once per listener in New: the
+	// listener's requests go to the handler it returns, which calls next
+	// (the broker's API table) for those it lets through. final puts its
+	// SASL authenticator in front of the SASL_PLAINTEXT and SASL_SSL
+	// listeners here; it runs on the handler pool's goroutines, like next.
+	WrapHandler func(l Listener, next network.Handler) network.Handler
+}
+
 // networkListeners turns the broker's listeners into the network server's,
 // with the TLS configuration of the SSL and SASL_SSL ones from
-// Options.TLS. A Config built by hand, without Listeners, has one
+// Options.PerListener.TLS. A Config built by hand, without Listeners, has one
 // PLAINTEXT listener on Config.Listener.
 func (b *Broker) networkListeners() ([]network.Listener, error) {
 	if len(b.cfg.Listeners) == 0 {
@@ -29,11 +46,11 @@ func (b *Broker) networkListeners() ([]network.Listener, error) {
 		nl := network.Listener{Name: l.Name, SecurityProtocol: l.SecurityProtocol, Addr: l.Addr}
 		if l.TLS() {
 			var err error
-			if b.opts.TLS != nil {
-				nl.TLS, err = b.opts.TLS(l)
+			if b.opts.PerListener.TLS != nil {
+				nl.TLS, err = b.opts.PerListener.TLS(l)
 			}
 			if err == nil && nl.TLS == nil {
-				err = fmt.Errorf("no TLS configuration (broker.Options.TLS gave none)")
+				err = fmt.Errorf("no TLS configuration (broker.Options.PerListener.TLS gave none)")
 			}
 			if err != nil {
 				return nil, fmt.Errorf("listener %s (%s): %w", l.Name, l.SecurityProtocol, err)
@@ -45,14 +62,15 @@ func (b *Broker) networkListeners() ([]network.Listener, error) {
 }
 
 // listenerHandler is the network server's handler: the broker's API table,
-// behind Options.WrapHandler's wrapper for each listener if it is set.
+// behind Options.PerListener.WrapHandler's wrapper for each listener if it
+// is set.
 func (b *Broker) listenerHandler() network.Handler {
-	if b.opts.WrapHandler == nil {
+	if b.opts.PerListener.WrapHandler == nil {
 		return network.HandlerFunc(b.Handle)
 	}
 	byName := make(map[string]network.Handler, len(b.cfg.Listeners)) // read-only once built
 	for _, l := range b.cfg.Listeners {
-		byName[l.Name] = b.opts.WrapHandler(l, network.HandlerFunc(b.Handle))
+		byName[l.Name] = b.opts.PerListener.WrapHandler(l, network.HandlerFunc(b.Handle))
 	}
 	return network.HandlerFunc(func(r *network.Request) {
 		if h, ok := byName[r.Listener]; ok {

@@ -25,7 +25,7 @@ import (
 func startTLSBroker(t *testing.T, server *tls.Config, factory func(network.Config, network.Handler) (*network.Server, error), opts Options) *testBroker {
 	t.Helper()
 	opts.ServerFactory = factory
-	opts.TLS = func(l Listener) (*tls.Config, error) {
+	opts.PerListener.TLS = func(l Listener) (*tls.Config, error) {
 		require.Equal(t, "SSL", l.Name)
 		return server, nil
 	}
@@ -121,14 +121,14 @@ func TestMetadataAnswersTheListenerItWasAskedOn(t *testing.T) {
 func TestPlaintextClientOnTLSListenerIsClosed(t *testing.T) {
 	pki := tlstest.New(t)
 	var handled sync.Map // listener -> true, for every request a handler saw
-	tb := startTLSBroker(t, pki.ServerConfig(tls.NoClientCert), network.NewServer, Options{
+	tb := startTLSBroker(t, pki.ServerConfig(tls.NoClientCert), network.NewServer, Options{PerListener: ListenerOptions{
 		WrapHandler: func(l Listener, next network.Handler) network.Handler {
 			return network.HandlerFunc(func(r *network.Request) {
 				handled.Store(r.Listener, true)
 				next.Handle(r)
 			})
 		},
-	})
+	}})
 	c, err := net.Dial("tcp", tb.ListenerAddr("SSL").String())
 	require.NoError(t, err)
 	defer c.Close()
@@ -158,7 +158,7 @@ func TestRequiredClientAuthRefusesClientWithoutCertificate(t *testing.T) {
 	pki := tlstest.New(t)
 	var mu sync.Mutex
 	var seen []string // listener, protocol and client CN of each request on SSL
-	tb := startTLSBroker(t, pki.ServerConfig(tls.RequireAndVerifyClientCert), network.NewServer, Options{
+	tb := startTLSBroker(t, pki.ServerConfig(tls.RequireAndVerifyClientCert), network.NewServer, Options{PerListener: ListenerOptions{
 		WrapHandler: func(l Listener, next network.Handler) network.Handler {
 			if l.Name != "SSL" {
 				return next
@@ -174,7 +174,7 @@ func TestRequiredClientAuthRefusesClientWithoutCertificate(t *testing.T) {
 				next.Handle(r)
 			})
 		},
-	})
+	}})
 	sslAddr := tb.ListenerAddr("SSL").String()
 
 	anonymous, err := kgo.NewClient(kgo.SeedBrokers(sslAddr), kgo.DialTLSConfig(pki.ClientConfig("")),

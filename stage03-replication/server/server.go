@@ -47,6 +47,8 @@ type Options struct {
 	LagTimeMax time.Duration
 	// ClusterID: see broker.Options.ClusterID (stage 05).
 	ClusterID string
+	// PerListener: see broker.Options.PerListener (final: TLS and SASL).
+	PerListener broker.ListenerOptions
 }
 
 // Server is a broker that replicates: stage 02's broker with the handlers
@@ -86,7 +88,7 @@ func New(cfg Config, opts Options) (*Server, error) {
 	s.brokerEpoch.Store(-1)
 	var manager atomic.Pointer[replica.Manager]
 	var err error
-	s.Broker, err = broker.New(cfg.Broker, broker.Options{Logger: opts.Logger, ClusterID: opts.ClusterID,
+	s.Broker, err = broker.New(cfg.Broker, broker.Options{Logger: opts.Logger, ClusterID: opts.ClusterID, PerListener: opts.PerListener,
 		BeforeClose: func() error {
 			if s.Replicas == nil { // New failed before the manager started
 				return nil

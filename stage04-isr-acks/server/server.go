@@ -35,6 +35,8 @@ type Options struct {
 	// leads, a partition of __consumer_offsets (Kafka's onLeadershipChange
 	// callback of becomeLeaderOrFollower).
 	StateChanged func(p *replica.Partition)
+	// PerListener: see broker.Options.PerListener (final: TLS and SASL).
+	PerListener broker.ListenerOptions
 }
 
 // Server is a stage 03 broker whose high watermark counts the ISR, whose
@@ -64,7 +66,7 @@ func New(cfg Config, opts Options) (*Server, error) {
 		Produces: purgatory.New[commitlog.TopicPartition]("Produce", purgatory.Options{}),
 		Fetches:  purgatory.New[commitlog.TopicPartition]("Fetch", purgatory.Options{})}
 	l := &listener{stateChanged: opts.StateChanged}
-	base, err := server.New(cfg.Config, server.Options{Logger: opts.Logger, Quorum: isr.Quorum{}, Listener: l, LagTimeMax: cfg.LagTimeMax,
+	base, err := server.New(cfg.Config, server.Options{Logger: opts.Logger, PerListener: opts.PerListener, Quorum: isr.Quorum{}, Listener: l, LagTimeMax: cfg.LagTimeMax,
 		ClusterID: opts.ClusterID})
 	if err != nil {
 		s.Produces.Shutdown()

@@ -26,6 +26,8 @@ import (
 // Options are the parts of a server that are not Kafka configuration.
 type Options struct {
 	Logger *slog.Logger
+	// PerListener: see broker.Options.PerListener (final: TLS and SASL).
+	PerListener broker.ListenerOptions
 }
 
 // Server is a stage 05 broker.
@@ -64,7 +66,7 @@ func New(cfg Config, opts Options) (*Server, error) {
 		return nil, err
 	}
 	s := &Server{ZK: zk, cfg: cfg, logger: logger}
-	base, err := s4.New(cfg.Config, s4.Options{Logger: opts.Logger, States: zk, ProducerIDs: zk.ProducerIDBlock(), ClusterID: clusterID,
+	base, err := s4.New(cfg.Config, s4.Options{Logger: opts.Logger, PerListener: opts.PerListener, States: zk, ProducerIDs: zk.ProducerIDBlock(), ClusterID: clusterID,
 		StateChanged: s.offsetsPartitionChanged})
 	if err != nil {
 		zk.Close()
