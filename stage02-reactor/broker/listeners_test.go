@@ -1,13 +1,18 @@
 package broker
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
 	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -196,6 +201,40 @@ func TestRequiredClientAuthRefusesClientWithoutCertificate(t *testing.T) {
 	for _, s := range seen {
 		require.Equal(t, "SSL/SSL/alice", s)
 	}
+}
+
+// kcat (librdkafka, OpenSSL) produces and consumes over the SSL listener,
+// verifying the broker's certificate against the test's CA, and is told
+// the SSL port in Metadata.
+func TestKcatOverTLS(t *testing.T) {
+	kcat := kcatPath(t)
+	pki := tlstest.New(t)
+	tb := startTLSBroker(t, pki.ServerConfig(tls.NoClientCert), network.NewServer, Options{})
+	dir := t.TempDir()
+	ca := filepath.Join(dir, "ca.pem")
+	require.NoError(t, os.WriteFile(ca, pki.CAPEM(), 0o644))
+	sslAddr := tb.ListenerAddr("SSL").String()
+	args := func(more ...string) []string {
+		return append([]string{"-b", sslAddr, "-X", "security.protocol=ssl", "-X", "ssl.ca.location=" + ca}, more...)
+	}
+	var lines []string
+	for i := range 100 {
+		lines = append(lines, fmt.Sprintf("encrypted line %d", i))
+	}
+	input := filepath.Join(dir, "lines.txt")
+	require.NoError(t, os.WriteFile(input, []byte(strings.Join(lines, "\n")+"\n"), 0o644))
+	out, err := exec.Command(kcat, args("-P", "-t", "tls-lines", "-l", input)...).CombinedOutput()
+	require.NoError(t, err, "kcat -P: %s", out)
+
+	var stdout, stderr bytes.Buffer
+	cmd := exec.Command(kcat, args("-C", "-t", "tls-lines", "-o", "beginning", "-e", "-f", "%s\n")...)
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	require.NoError(t, cmd.Run(), "kcat -C: %s", stderr.String())
+	require.Equal(t, lines, strings.Split(strings.TrimSuffix(stdout.String(), "\n"), "\n"))
+
+	out, err = exec.Command(kcat, args("-L")...).CombinedOutput()
+	require.NoError(t, err, "kcat -L: %s", out)
+	require.Contains(t, string(out), "broker 0 at "+sslAddr)
 }
 
 // An SSL listener without a TLS configuration does not start: the error

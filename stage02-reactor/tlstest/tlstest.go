@@ -15,6 +15,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
+	"encoding/pem"
 	"math/big"
 	"net"
 	"testing"
@@ -60,6 +61,12 @@ func New(t testing.TB) *PKI {
 	p.Server = p.issue("localhost", x509.ExtKeyUsageServerAuth, []string{"localhost"},
 		[]net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback})
 	return p
+}
+
+// CAPEM is the CA's certificate in PEM, for clients that read it from a
+// file (kcat's ssl.ca.location, Kafka's ssl.truststore with type PEM).
+func (p *PKI) CAPEM() []byte {
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: p.caCert.Raw})
 }
 
 // ServerConfig is a listener's TLS configuration: the server certificate,
