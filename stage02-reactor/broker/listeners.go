@@ -41,6 +41,9 @@ func (b *Broker) networkListeners() ([]network.Listener, error) {
 		b.cfg.InterBrokerListener, b.cfg.Listener = "PLAINTEXT", addr
 	}
 	b.cfg.Listeners = append([]Listener(nil), b.cfg.Listeners...) // the caller's Config stays as it was
+	if b.cfg.InterBrokerListener == "" { // a Config built by hand
+		b.cfg.InterBrokerListener = b.cfg.Listeners[0].Name
+	}
 	out := make([]network.Listener, 0, len(b.cfg.Listeners))
 	for _, l := range b.cfg.Listeners {
 		nl := network.Listener{Name: l.Name, SecurityProtocol: l.SecurityProtocol, Addr: l.Addr}
