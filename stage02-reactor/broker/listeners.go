@@ -40,7 +40,8 @@ func (b *Broker) networkListeners() ([]network.Listener, error) {
 			AdvertisedHost: b.cfg.AdvertisedHost, AdvertisedPort: b.cfg.AdvertisedPort}}
 		b.cfg.InterBrokerListener, b.cfg.Listener = "PLAINTEXT", addr
 	}
-	b.cfg.Listeners = append([]Listener(nil), b.cfg.Listeners...) // the caller's Config stays as it was
+	// A copy: the caller's Config stays as it was.
+	b.cfg.Listeners = append([]Listener(nil), b.cfg.Listeners...)
 	if b.cfg.InterBrokerListener == "" { // a Config built by hand
 		b.cfg.InterBrokerListener = b.cfg.Listeners[0].Name
 	}
