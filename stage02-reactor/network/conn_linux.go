@@ -278,7 +278,10 @@ func (p *Processor) completeFrame(c *conn) {
 		LocalAddr:  c.local,
 		ConnID:     c.id,
 		from:       c,
-		pool:       p.memory,
+
+		Listener:         p.listener.Name,
+		SecurityProtocol: p.listener.SecurityProtocol,
+		pool:             p.memory,
 	}
 	r.reserved.Store(int64(cap(c.body)))
 	p.memory.completed(int64(cap(c.body)))

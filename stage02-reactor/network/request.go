@@ -1,6 +1,7 @@
 package network
 
 import (
+	"crypto/tls"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -28,6 +29,18 @@ type Request struct {
 	// "localHost:localPort-remoteHost:remotePort-index", unique per
 	// connection for the life of the server.
 	ConnID string
+
+	// Listener and SecurityProtocol are the name and the security protocol
+	// of the listener the connection came in on (Listener.Name,
+	// Listener.SecurityProtocol): a broker answers Metadata with the
+	// addresses of that listener, and puts SASL in front of the requests
+	// of a SASL listener.
+	Listener, SecurityProtocol string
+
+	// TLS is the connection's TLS state (the client's certificates, when
+	// it showed some) on a TLS listener, shared by every request of the
+	// connection; nil otherwise. Do not modify it.
+	TLS *tls.ConnectionState
 
 	// from is the connection the request was read from; Respond hands the
 	// response to it (a reactor Processor's response queue, or the portable

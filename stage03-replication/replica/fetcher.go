@@ -58,6 +58,9 @@ func newFetcher(m *Manager, leaderID int32, addr string) *fetcher {
 	f := &fetcher{m: m, leaderID: leaderID, addr: addr, parts: map[commitlog.TopicPartition]*fetchState{},
 		logger: m.logger.With("fetcher", fmt.Sprintf("%d->%d", m.cfg.BrokerID, leaderID)),
 		wake:   make(chan struct{}, 1), ctx: ctx, cancel: cancel, done: make(chan struct{})}
+	// Kafka's ReplicaFetcherManager logs the same: which leader, at which
+	// address (its endpoint on the inter-broker listener).
+	f.logger.Info("added fetcher to broker", "leader", leaderID, "addr", addr)
 	go f.run()
 	return f
 }

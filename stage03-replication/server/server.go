@@ -31,6 +31,9 @@ func ParseConfig(props map[string]string, logger *slog.Logger, extraKeys ...stri
 	if err != nil {
 		return Config{}, err
 	}
+	if err := checkInterBrokerListener(b); err != nil {
+		return Config{}, err
+	}
 	r, err := replica.ParseConfig(b.BrokerID, props)
 	return Config{Broker: b, Replica: r}, err
 }
@@ -48,6 +51,8 @@ type Options struct {
 	LagTimeMax time.Duration
 	// ClusterID: see broker.Options.ClusterID (stage 05).
 	ClusterID string
+	// PerListener: see broker.Options.PerListener (final: TLS and SASL).
+	PerListener broker.ListenerOptions
 }
 
 // Server is a broker that replicates: stage 02's broker with the handlers
@@ -87,7 +92,7 @@ func New(cfg Config, opts Options) (*Server, error) {
 	s.brokerEpoch.Store(-1)
 	var manager atomic.Pointer[replica.Manager]
 	var err error
-	s.Broker, err = broker.New(cfg.Broker, broker.Options{Logger: opts.Logger, ClusterID: opts.ClusterID,
+	s.Broker, err = broker.New(cfg.Broker, broker.Options{Logger: opts.Logger, ClusterID: opts.ClusterID, PerListener: opts.PerListener,
 		BeforeClose: func() error {
 			if s.Replicas == nil { // New failed before the manager started
 				return nil
@@ -134,10 +139,12 @@ func New(cfg Config, opts Options) (*Server, error) {
 // ID is the broker's id.
 func (s *Server) ID() int32 { return s.Config().BrokerID }
 
-// Endpoint is how other brokers and clients reach this one.
+// Endpoint is how other brokers and clients reach this one: Host and
+// Port are its inter-broker listener's advertised address, Listeners
+// every listener's.
 func (s *Server) Endpoint() BrokerEndpoint {
 	c := s.Config()
-	return BrokerEndpoint{ID: c.BrokerID, Host: c.AdvertisedHost, Port: c.AdvertisedPort}
+	return BrokerEndpoint{ID: c.BrokerID, Host: c.AdvertisedHost, Port: c.AdvertisedPort, Listeners: listenerEndpoints(c)}
 }
 
 // HostPort is the advertised "host:port".

@@ -35,6 +35,8 @@ type Options struct {
 	// leads, a partition of __consumer_offsets (Kafka's onLeadershipChange
 	// callback of becomeLeaderOrFollower).
 	StateChanged func(p *replica.Partition)
+	// PerListener: see broker.Options.PerListener (final: TLS and SASL).
+	PerListener broker.ListenerOptions
 }
 
 // Server is a stage 03 broker whose high watermark counts the ISR, whose
@@ -68,7 +70,7 @@ func New(cfg Config, opts Options) (*Server, error) {
 		Fetches:       purgatory.New[commitlog.TopicPartition]("Fetch", purgatory.Options{}),
 		DeleteRecords: purgatory.New[commitlog.TopicPartition]("DeleteRecords", purgatory.Options{})}
 	l := &listener{stateChanged: opts.StateChanged}
-	base, err := server.New(cfg.Config, server.Options{Logger: opts.Logger, Quorum: isr.Quorum{}, Listener: l, LagTimeMax: cfg.LagTimeMax,
+	base, err := server.New(cfg.Config, server.Options{Logger: opts.Logger, PerListener: opts.PerListener, Quorum: isr.Quorum{}, Listener: l, LagTimeMax: cfg.LagTimeMax,
 		ClusterID: opts.ClusterID})
 	if err != nil {
 		s.Produces.Shutdown()

@@ -39,7 +39,7 @@ func (c *Controller) failover(epoch kafkazk.ControllerEpoch) {
 	}
 	for _, b := range brokers {
 		cs.live[b.ID] = b
-		c.channels.add(b.ID, addr(b))
+		c.channels.add(b.ID, c.addr(b))
 	}
 	c.logger.Info("controller state loaded", "epoch", epoch.Epoch, "live_brokers", cs.liveIDs(),
 		"topics", len(cs.topics), "partitions", len(cs.states))
@@ -355,7 +355,7 @@ func (c *Controller) brokerChange() {
 		c.logger.Info("brokers started", "brokers", started)
 		for _, id := range started {
 			cs.live[id] = now[id]
-			c.channels.add(id, addr(now[id]))
+			c.channels.add(id, c.addr(now[id]))
 		}
 		c.brokersStarted(started)
 	}
