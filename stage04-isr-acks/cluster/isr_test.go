@@ -66,6 +66,8 @@ func TestSlowFollowerLeavesTheISRAndRejoins(t *testing.T) {
 
 	require.Less(t, start, shrunk)
 	require.Less(t, shrunk, rejoined, "each change is a new version of the state")
+	leader := tc.server(0).ISR
+	require.Equal(t, [2]uint64{1, 1}, [2]uint64{leader.Shrinks(), leader.Expands()}, "the leader counted one shrink and one expansion")
 	var isrs [][]int32
 	for _, w := range tc.States.History(isr.StatePath(tc.tp)) {
 		s, err := isr.DecodePartitionState(w.Data)

@@ -52,6 +52,11 @@ type Manager struct {
 	// the partition epoch that failed. Protected by mu.
 	fenced map[commitlog.TopicPartition]int32
 
+	// shrinks and expands count the ISR changes this leader made, one per
+	// partition changed (Kafka's IsrShrinksPerSec and IsrExpandsPerSec
+	// meters; final's metrics read them).
+	shrinks, expands atomic.Uint64
+
 	started   atomic.Bool
 	closeOnce sync.Once
 	stop      chan struct{}
@@ -128,6 +133,7 @@ func (m *Manager) Shrink() []commitlog.TopicPartition {
 		}
 		if m.change(p, v, Without(v.ISR, out), "shrinking the ISR: followers out of sync", "out", out,
 			"lag_max", m.lagMax, "leader_log_end", v.LogEndOffset, "hw", v.HighWatermark) {
+			m.shrinks.Add(1)
 			changed = append(changed, p.TopicPartition)
 		}
 	}
@@ -149,9 +155,18 @@ func (m *Manager) MaybeExpand(p *replica.Partition, follower int32) {
 	if !ok || !CanJoin(f.LogEndOffset, v.HighWatermark, v.EpochStartOffset) {
 		return
 	}
-	m.change(p, v, With(v.ISR, follower), "expanding the ISR: follower caught up", "follower", follower,
-		"follower_log_end", f.LogEndOffset, "hw", v.HighWatermark)
+	if m.change(p, v, With(v.ISR, follower), "expanding the ISR: follower caught up", "follower", follower,
+		"follower_log_end", f.LogEndOffset, "hw", v.HighWatermark) {
+		m.expands.Add(1)
+	}
 }
+
+// Shrinks is the number of ISR shrinks this broker made as a leader, one
+// per partition (Kafka: IsrShrinksPerSec).
+func (m *Manager) Shrinks() uint64 { return m.shrinks.Load() }
+
+// Expands is the number of ISR expansions, likewise (IsrExpandsPerSec).
+func (m *Manager) Expands() uint64 { return m.expands.Load() }
 
 // change writes isr as p's new ISR, computed from v, and installs it,
 // logging why (msg and args) once it is going to try. It reports whether
