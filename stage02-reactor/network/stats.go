@@ -1,6 +1,7 @@
 package network
 
 import (
+	"sync"
 	"sync/atomic"
 	"time"
 )
@@ -55,28 +56,39 @@ type Stats struct {
 // idleClock adds up the time its owner spends waiting for work. A wait
 // under way is counted up to the reader's now, so that a goroutine blocked
 // for minutes reads as idle without having to wake up. Its owner calls
-// begin and end; anyone calls read.
+// begin and end; anyone calls read. The mutex is taken by its owner twice
+// a wait and by a reader now and then: it costs the owner an uncontended
+// lock, and makes successive reads never go back.
 type idleClock struct {
-	total atomic.Int64 // nanoseconds of finished waits
-	since atomic.Int64 // when the wait under way began (Unix ns), 0 if none
+	mu    sync.Mutex
+	total time.Duration // finished waits. Protected by mu.
+	since time.Time     // when the wait under way began; zero if none. Protected by mu.
 }
 
-func (c *idleClock) begin(now time.Time) { c.since.Store(now.UnixNano()) }
+func (c *idleClock) begin(now time.Time) {
+	c.mu.Lock()
+	c.since = now
+	c.mu.Unlock()
+}
 
 func (c *idleClock) end(now time.Time) {
-	if s := c.since.Swap(0); s != 0 {
-		c.total.Add(now.UnixNano() - s)
+	c.mu.Lock()
+	if !c.since.IsZero() {
+		c.total += now.Sub(c.since)
+		c.since = time.Time{}
 	}
+	c.mu.Unlock()
 }
 
-// read is the idle time so far. A wait ending meanwhile may be missed by
-// this read (it shows in the next): readers take ratios over intervals.
+// read is the idle time so far.
 func (c *idleClock) read(now time.Time) time.Duration {
-	t := c.total.Load()
-	if s := c.since.Load(); s != 0 {
-		t += max(now.UnixNano()-s, 0)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	t := c.total
+	if !c.since.IsZero() {
+		t += max(now.Sub(c.since), 0)
 	}
-	return time.Duration(t)
+	return t
 }
 
 // counters are the Stats of one Processor, of the Acceptor, or of the
@@ -92,7 +104,7 @@ type counters struct {
 	closedByPeer, closedBadSize     atomic.Uint64
 	closedIdle, closedByResponse    atomic.Uint64
 	closedOnError, closedAtShutdown atomic.Uint64
-	idle                            idleClock // a Processor's waits in poll
+	idle                            idleClock // a Processor's waits in poll (locked, not atomic)
 	_                               [64]byte  // keep two Processors' counters off one cache line
 }
 
