@@ -133,7 +133,6 @@ func (m *Manager) Shrink() []commitlog.TopicPartition {
 		}
 		if m.change(p, v, Without(v.ISR, out), "shrinking the ISR: followers out of sync", "out", out,
 			"lag_max", m.lagMax, "leader_log_end", v.LogEndOffset, "hw", v.HighWatermark) {
-			m.shrinks.Add(1)
 			changed = append(changed, p.TopicPartition)
 		}
 	}
@@ -155,10 +154,8 @@ func (m *Manager) MaybeExpand(p *replica.Partition, follower int32) {
 	if !ok || !CanJoin(f.LogEndOffset, v.HighWatermark, v.EpochStartOffset) {
 		return
 	}
-	if m.change(p, v, With(v.ISR, follower), "expanding the ISR: follower caught up", "follower", follower,
-		"follower_log_end", f.LogEndOffset, "hw", v.HighWatermark) {
-		m.expands.Add(1)
-	}
+	m.change(p, v, With(v.ISR, follower), "expanding the ISR: follower caught up", "follower", follower,
+		"follower_log_end", f.LogEndOffset, "hw", v.HighWatermark)
 }
 
 // Shrinks is the number of ISR shrinks this broker made as a leader, one
@@ -212,6 +209,13 @@ func (m *Manager) change(p *replica.Partition, v replica.LeaderView, isr []int32
 		// A LeaderAndIsr arrived between our write and now: its state is
 		// newer than ours, and wins.
 		return false
+	}
+	// Counted as soon as the partition has it, so that nobody reads the
+	// new ISR and an old count.
+	if len(isr) < len(v.ISR) {
+		m.shrinks.Add(1)
+	} else {
+		m.expands.Add(1)
 	}
 	if err := m.store.NotifyIsrChange([]commitlog.TopicPartition{tp}); err != nil {
 		m.logger.Error("cannot notify the controller of an ISR change", "partition", tp, "err", err)
