@@ -204,19 +204,23 @@ func TestKafkasMetricsOnAThreeBrokerCluster(t *testing.T) {
 		"BytesIn is the batches as produced, which the log stores as they came")
 	require.Equal(t, float64(records), after.value(t, "kafka_server_brokertopicmetrics_messagesin_total", "topic", "")-
 		before.value(t, "kafka_server_brokertopicmetrics_messagesin_total", "topic", ""), "every topic together")
-	produces := after.value(t, "kafka_network_requestmetrics_totaltimems", "request", "Produce") -
-		valueOr(before, "kafka_network_requestmetrics_totaltimems", "request", "Produce")
-	require.GreaterOrEqual(t, produces, float64(records), "one Produce request a synchronous record, at least")
-	var producesCounted float64
-	for _, m := range after["kafka_network_requestmetrics_requests_total"].Metric {
-		for _, l := range m.Label {
-			if l.GetName() == "request" && l.GetValue() == "Produce" {
-				producesCounted += m.Counter.GetValue()
+	// A request is timed once its answer is written, which may be after
+	// the client read it: poll.
+	eventually(t, "every Produce request timed and counted", func() bool {
+		now := leader.scrape(t)
+		timed := valueOr(now, "kafka_network_requestmetrics_totaltimems", "request", "Produce")
+		var counted float64
+		for _, m := range now["kafka_network_requestmetrics_requests_total"].GetMetric() {
+			for _, l := range m.Label {
+				if l.GetName() == "request" && l.GetValue() == "Produce" {
+					counted += m.Counter.GetValue()
+				}
 			}
 		}
-	}
-	require.Equal(t, after.value(t, "kafka_network_requestmetrics_totaltimems", "request", "Produce"), producesCounted,
-		"RequestsPerSec counts what TotalTimeMs times")
+		// One Produce request a synchronous record, at least; RequestsPerSec
+		// counts what TotalTimeMs times.
+		return timed-valueOr(before, "kafka_network_requestmetrics_totaltimems", "request", "Produce") >= records && counted == timed
+	})
 
 	// A consumer reads it all back: BytesOut grows by the records' bytes.
 	cons, err := kgo.NewClient(kgo.SeedBrokers(addrs...), kgo.ConsumeTopics("metered"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
