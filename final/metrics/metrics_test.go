@@ -285,16 +285,20 @@ func TestKafkasMetricsOnAThreeBrokerCluster(t *testing.T) {
 	// behind with the next record, which acks=all answers once the ISR
 	// has shrunk.
 	require.NoError(t, cl.ProduceSync(ctx, &kgo.Record{Value: []byte("after the pause")}).FirstErr())
-	eventually(t, "the leader to count the partition under-replicated", func() bool {
-		return leader.scrape(t).value(t, "kafka_server_replicamanager_underreplicatedpartitions") == 1
+	eventually(t, "the leader to count the partition under-replicated, and one ISR shrink", func() bool {
+		now := leader.scrape(t)
+		return now.value(t, "kafka_server_replicamanager_underreplicatedpartitions") == 1 &&
+			now.value(t, "kafka_server_replicamanager_isrshrinks_total") == shrinks+1
 	})
-	require.Equal(t, shrinks+1, leader.scrape(t).value(t, "kafka_server_replicamanager_isrshrinks_total"))
 
 	followers[0].s.Replicas.PauseFetching(false)
-	eventually(t, "the follower to rejoin", func() bool {
-		return leader.scrape(t).value(t, "kafka_server_replicamanager_underreplicatedpartitions") == 0
+	eventually(t, "the follower to rejoin: no partition under-replicated, one ISR expansion", func() bool {
+		now := leader.scrape(t)
+		return now.value(t, "kafka_server_replicamanager_underreplicatedpartitions") == 0 &&
+			now.value(t, "kafka_server_replicamanager_isrexpands_total") == expands+1
 	})
-	require.Equal(t, expands+1, leader.scrape(t).value(t, "kafka_server_replicamanager_isrexpands_total"))
+	final := leader.scrape(t)
+	require.Equal(t, shrinks+1, final.value(t, "kafka_server_replicamanager_isrshrinks_total"), "no other shrink")
 	require.Equal(t, 1.0, sum(t, nodes, "kafka_controller_kafkacontroller_activecontrollercount"))
 }
 
