@@ -26,7 +26,10 @@ type Broker struct {
 	opts   Options
 	apis   map[int16]API // set up before Start; read-only afterwards
 
-	counters Counters // refused batches and failed appends
+	counters Counters // refused batches and failed appends, bytes and records in and out
+
+	// observer is ObserveRequests' function, set before Start.
+	observer func(*RequestTiming)
 
 	// shutdown is closed when Shutdown begins, so that waiting requests
 	// (long-poll fetches) answer at once instead of holding shutdown up.

@@ -83,6 +83,8 @@ type conn struct {
 	sendOff int64
 	// closeAfterWrite is Response.Close: close once sends are written.
 	closeAfterWrite bool
+	// written is Response.Written, called when sends are written.
+	written func()
 
 	// closed is set by Processor.closeConn; a closed conn is out of every
 	// Processor structure except, possibly, pending and parked, which
@@ -307,6 +309,9 @@ func (p *Processor) startResponse(c *conn, resp Response) {
 	p.touch(c)
 	if resp.NoResponse {
 		p.stats.noResponses.Add(1)
+		if resp.Written != nil {
+			resp.Written()
+		}
 		if resp.Close {
 			p.closeConn(c, closedByResponse, nil)
 			return
@@ -315,7 +320,7 @@ func (p *Processor) startResponse(c *conn, resp Response) {
 		return
 	}
 	c.sends, c.sendIdx, c.sendOff = resp.Sends, 0, 0
-	c.closeAfterWrite = resp.Close
+	c.closeAfterWrite, c.written = resp.Close, resp.Written
 	p.write(c)
 }
 
@@ -358,6 +363,10 @@ func (p *Processor) write(c *conn) {
 	// The whole response is on the wire.
 	c.sends = nil
 	p.stats.responsesSent.Add(1)
+	if w := c.written; w != nil {
+		c.written = nil
+		w()
+	}
 	if c.closeAfterWrite {
 		p.closeConn(c, closedByResponse, nil)
 		return

@@ -287,12 +287,18 @@ func (c *portableConn) loop() (closeReason, error) {
 		}
 		if resp.NoResponse {
 			t.stats.noResponses.Add(1)
+			if resp.Written != nil {
+				resp.Written()
+			}
 		} else {
 			if err := c.write(resp.Sends); err != nil {
 				t.stats.responsesDropped.Add(1)
 				return c.writeFailed(err)
 			}
 			t.stats.responsesSent.Add(1)
+			if resp.Written != nil {
+				resp.Written()
+			}
 		}
 		if resp.Close {
 			return closedByResponse, nil

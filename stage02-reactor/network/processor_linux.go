@@ -141,7 +141,9 @@ func newProcessor(id int, srv *Server, l *Listener) (*Processor, error) {
 func (p *Processor) run() {
 	defer p.exit()
 	for {
+		p.stats.idle.begin(time.Now())
 		n, err := p.poll()
+		p.stats.idle.end(time.Now())
 		if err != nil {
 			// The epoll instance itself is broken: nothing sensible is
 			// left to do with these connections.

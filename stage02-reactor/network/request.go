@@ -181,6 +181,13 @@ type Response struct {
 	// (Kafka closes the connection when an acks=0 Produce fails, since it
 	// cannot answer it).
 	Close bool
+
+	// Written, if set, is called once the response's last byte is on the
+	// wire (at once for NoResponse), on the connection's goroutine: it
+	// must be quick. It is not called for a response that is dropped.
+	// The broker measures Kafka's TotalTimeMs to this instant (final's
+	// metrics read it).
+	Written func()
 }
 
 // Handler handles requests. The RequestHandlerPool calls Handle from its

@@ -193,6 +193,12 @@ func (s *Server) Stats() Stats {
 	st.OpenConnections = s.openConns.Load()
 	st.QueueDepth = s.channel.Len()
 	st.QueuedRequestBytes = s.memory.inUse()
+	s.mu.Lock()
+	pool := s.pool
+	s.mu.Unlock()
+	if pool != nil {
+		st.HandlerIdle = pool.Idle()
+	}
 	st.InFlight = int64(st.RequestsRead) - int64(st.ResponsesSent) - int64(st.NoResponses) - int64(st.ResponsesDropped)
 	return st
 }
