@@ -7,11 +7,13 @@ import (
 	"log/slog"
 	"maps"
 	"math"
+	"net"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 
+	"github.com/kafkaworkbook/workbook/final/metrics"
 	"github.com/kafkaworkbook/workbook/stage01-log/commitlog"
 	"github.com/kafkaworkbook/workbook/stage02-reactor/store"
 	"github.com/kafkaworkbook/workbook/stage05-controller/kafkazk"
@@ -42,6 +44,9 @@ type Config struct {
 	// BrokerIDGeneration and ReservedBrokerMaxID: see the keys.
 	BrokerIDGeneration  bool
 	ReservedBrokerMaxID int32
+	// MetricsListener is metrics.KeyListener: where Prometheus metrics
+	// are served (host:port); empty: not served.
+	MetricsListener string
 	// BrokerIDSource says where the broker id came from: "broker.id",
 	// "meta.properties" or "zookeeper" (a generated id).
 	BrokerIDSource string
@@ -51,7 +56,7 @@ type Config struct {
 }
 
 // ownKeys are the keys final reads and the stages below do not know.
-var ownKeys = []string{KeyBrokerIDGeneration, KeyReservedBrokerMaxID}
+var ownKeys = []string{KeyBrokerIDGeneration, KeyReservedBrokerMaxID, metrics.KeyListener}
 
 // Keys lists every key the final broker knows, sorted: final's and every
 // stage's below. config/server.properties documents each of them.
@@ -138,6 +143,12 @@ func parseOwnKeys(props map[string]string) (cfg Config, id int32, rest map[strin
 			return cfg, id, nil, &commitlog.ConfigError{Key: KeyReservedBrokerMaxID, Value: raw, Reason: "not a whole number from 0 to 2147483647"}
 		}
 		cfg.ReservedBrokerMaxID = int32(v)
+	}
+	if raw, ok := props[metrics.KeyListener]; ok && strings.TrimSpace(raw) != "" {
+		if _, port, err := net.SplitHostPort(strings.TrimSpace(raw)); err != nil || port == "" {
+			return cfg, id, nil, &commitlog.ConfigError{Key: metrics.KeyListener, Value: raw, Reason: "not host:port (0.0.0.0:9404, or empty for no metrics endpoint)"}
+		}
+		cfg.MetricsListener = strings.TrimSpace(raw)
 	}
 	if raw, ok := props[KeyBrokerID]; ok {
 		v, err := strconv.ParseInt(strings.TrimSpace(raw), 10, 32)

@@ -12,11 +12,15 @@ package server
 
 import (
 	"context"
+	"errors"
 	"log/slog"
+	"net"
 	"strconv"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/kafkaworkbook/workbook/final/metrics"
 	s5 "github.com/kafkaworkbook/workbook/stage05-controller/server"
 	s6 "github.com/kafkaworkbook/workbook/stage06-performance/server"
 )
@@ -29,8 +33,13 @@ type Options struct {
 // Server is the final broker.
 type Server struct {
 	*s5.Server
-	cfg    Config
-	logger *slog.Logger
+	// Metrics are the broker's Prometheus metrics (package metrics),
+	// served on metrics.prometheus.listener when it is set.
+	Metrics *metrics.Metrics
+
+	cfg      Config
+	logger   *slog.Logger
+	endpoint *metrics.Endpoint // nil when metrics are not served
 }
 
 // New builds the broker from cfg; nothing listens until Start.
@@ -42,7 +51,11 @@ func New(cfg Config, opts Options) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Server{Server: base, cfg: cfg, logger: opts.Logger}, nil
+	m, err := metrics.New(base) // before Start: it installs the request observer
+	if err != nil {
+		return nil, err
+	}
+	return &Server{Server: base, Metrics: m, cfg: cfg, logger: opts.Logger}, nil
 }
 
 // FinalConfig is the configuration the server was built from.
@@ -54,13 +67,36 @@ func (s *Server) Start() error {
 	if err := s.Server.Start(); err != nil {
 		return err
 	}
+	if s.cfg.MetricsListener != "" {
+		e, err := s.Metrics.Serve(s.cfg.MetricsListener, s.logger)
+		if err != nil {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			return errors.Join(err, s.Server.Shutdown(ctx))
+		}
+		s.endpoint = e
+	}
 	s.logger.Info("final broker started", "broker.id", s.ID(), "broker.id.source", s.cfg.BrokerIDSource)
 	return nil
 }
 
-// Shutdown stops the broker as stage 05 does: controlled shutdown first.
+// MetricsAddr is where the metrics are served, nil when they are not.
+func (s *Server) MetricsAddr() net.Addr {
+	if s.endpoint == nil {
+		return nil
+	}
+	return s.endpoint.Addr()
+}
+
+// Shutdown stops the broker as stage 05 does (controlled shutdown first),
+// then the metrics endpoint, which answers scrapes until the end.
 func (s *Server) Shutdown(ctx context.Context) error {
-	return s.Server.Shutdown(ctx)
+	err := s.Server.Shutdown(ctx)
+	if s.endpoint != nil {
+		err = errors.Join(err, s.endpoint.Close(ctx))
+	}
+	s.Metrics.Close()
+	return err
 }
 
 // describedKeys are final's own keys as DescribeConfigs shows them (stage
@@ -68,7 +104,10 @@ func (s *Server) Shutdown(ctx context.Context) error {
 func (c Config) describedKeys() []s5.BrokerConfigEntry {
 	_, genSet := c.own[KeyBrokerIDGeneration]
 	_, maxSet := c.own[KeyReservedBrokerMaxID]
+	_, metricsSet := c.own[metrics.KeyListener]
 	return []s5.BrokerConfigEntry{
+		{Name: metrics.KeyListener, Value: c.MetricsListener, Default: !metricsSet, Type: kmsg.ConfigTypeString,
+			Doc: "Where Prometheus metrics are served, host:port; empty: not served."},
 		{Name: KeyBrokerIDGeneration, Value: strconv.FormatBool(c.BrokerIDGeneration), Default: !genSet, Type: kmsg.ConfigTypeBoolean,
 			Doc: "Whether a broker without broker.id gets one from ZooKeeper, above reserved.broker.max.id."},
 		{Name: KeyReservedBrokerMaxID, Value: strconv.Itoa(int(c.ReservedBrokerMaxID)), Default: !maxSet, Type: kmsg.ConfigTypeInt,
