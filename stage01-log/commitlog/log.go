@@ -456,10 +456,14 @@ func (l *Log) Flush() error {
 }
 
 func (l *Log) flushLocked() error {
+	start := time.Now()
 	for _, s := range l.segments[max(l.segmentIndexFor(l.recoveryPoint), 0):] {
 		if err := s.flush(); err != nil {
 			return err
 		}
+	}
+	if l.recoveryPoint < l.nextOffset {
+		flushed(start)
 	}
 	l.recoveryPoint, l.lastFlush = l.nextOffset, l.now()
 	return nil
@@ -485,11 +489,13 @@ func (l *Log) flushTo(offset int64) error {
 	}
 	l.mu.RUnlock()
 
+	start := time.Now()
 	for _, s := range todo {
 		if err := s.flush(); err != nil {
 			return err
 		}
 	}
+	flushed(start)
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if offset > l.recoveryPoint && offset <= l.nextOffset {

@@ -1,6 +1,7 @@
 package commitlog
 
 import (
+	"bytes"
 	"math"
 	"os"
 	"slices"
@@ -395,6 +396,61 @@ func TestOffsetForTimestampFindsTheRecordNotTheBatch(t *testing.T) {
 	require.NoError(t, l.Close())
 	l = h.open(Options{CleanShutdown: true, LogStartOffset: 2})
 	check([]struct{ ts, offset, timestamp int64 }{{0, 2, 1010}, {1020, 3, 1050}})
+}
+
+// TestOffsetForMaxTimestampFindsTheNewestRecordNotTheLast: ListOffsets
+// MAX_TIMESTAMP (-3) on records produced with timestamps out of order: the
+// record with the largest timestamp, wherever it is (an older segment, the
+// middle of a compressed batch), the first of equals; a LogAppendTime
+// batch's first record; and only at or after the log start offset.
+func TestOffsetForMaxTimestampFindsTheNewestRecordNotTheLast(t *testing.T) {
+	h := newLogHarness(t, smallConfig())
+	l := h.open(Options{})
+	_, _, found, err := l.OffsetForMaxTimestamp()
+	require.NoError(t, err)
+	require.False(t, found, "an empty log has none")
+	batch := func(first int64, codec record.Codec, logAppendTime bool, deltas ...int64) {
+		b := record.NewBatch(first)
+		for i, d := range deltas {
+			b.Records = append(b.Records, record.Record{OffsetDelta: int32(i), TimestampDelta: d, Value: bytes.Repeat([]byte("v"), 300)})
+		}
+		b.Attributes = b.Attributes.WithCodec(codec)
+		if logAppendTime {
+			b.Attributes |= 0x08
+		}
+		data, err := record.AppendBatch(nil, b)
+		require.NoError(t, err)
+		_, _, err = l.Append(data)
+		require.NoError(t, err)
+	}
+	check := func(offset, timestamp int64) {
+		t.Helper()
+		off, ts, found, err := l.OffsetForMaxTimestamp()
+		require.NoError(t, err)
+		require.True(t, found)
+		require.Equal(t, []int64{offset, timestamp}, []int64{off, ts})
+	}
+	batch(1000, record.CodecGzip, false, 0, 90, 10, 90) // offsets 0-3: 1000, 1090, 1010, 1090
+	check(1, 1090)                                      // the first of the two
+	for range 20 {                                      // older records, several segments on
+		batch(500, record.CodecNone, false, 0, 1)
+	}
+	require.Greater(t, len(l.Segments()), 2)
+	check(1, 1090)
+	batch(5000, record.CodecNone, true, 0, 0) // LogAppendTime: both at 5000
+	end := l.EndOffset()
+	check(end-2, 5000)
+
+	_, err = l.IncrementStartOffset(end - 1)
+	require.NoError(t, err)
+	check(end-1, 5000)
+	_, err = l.IncrementStartOffset(end)
+	require.NoError(t, err)
+	_, _, found, err = l.OffsetForMaxTimestamp()
+	require.NoError(t, err)
+	require.False(t, found, "nothing at or after the log start")
+	batch(700, record.CodecNone, false, 0)
+	check(end, 700)
 }
 
 // TestReadsAndAppendsDoNotWaitForAFlush holds every fsync until the test

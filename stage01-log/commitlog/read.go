@@ -130,6 +130,50 @@ func (l *Log) OffsetForTimestamp(ts int64) (offset, timestamp int64, found bool,
 	}
 }
 
+// OffsetForMaxTimestamp answers ListOffsets' MAX_TIMESTAMP (-3, KIP-734):
+// the offset and timestamp of the record with the largest timestamp, the
+// first in offset order among equals, at or after the log start offset.
+// Every segment knows its largest batch timestamp (its time index's last
+// entry, the active one from its appends), so the largest of the log costs
+// no read; the record is then found as OffsetForTimestamp finds one, with
+// that timestamp as the target, since the first record reaching it is the
+// one. The segment that the log start cuts into (after DeleteRecords) has
+// the headers of its remaining batches read instead, a batch holding the
+// log start counting whole. found is false for a log without records (or
+// whose records all lack a timestamp, -1).
+func (l *Log) OffsetForMaxTimestamp() (offset, timestamp int64, found bool, err error) {
+	ts, err := l.maxTimestamp()
+	if err != nil || ts < 0 {
+		return 0, 0, false, err
+	}
+	return l.OffsetForTimestamp(ts)
+}
+
+// maxTimestamp is the largest batch timestamp at or after the log start.
+func (l *Log) maxTimestamp() (int64, error) {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	if l.closed {
+		return 0, ErrClosed
+	}
+	best := int64(-1)
+	for i := max(l.segmentIndexFor(l.logStartOffset), 0); i < len(l.segments); i++ {
+		s := l.segments[i]
+		var ts int64
+		var err error
+		if s.baseOffset < l.logStartOffset {
+			ts, err = s.maxTimestampFrom(l.logStartOffset)
+		} else if err = s.loadTimestamps(); err == nil {
+			ts = s.maxTimestamp
+		}
+		if err != nil {
+			return 0, err
+		}
+		best = max(best, ts)
+	}
+	return best, nil
+}
+
 // batchByTimestamp finds, under the read lock, the first batch at or after
 // *from (the log start offset when *from is -1, which it then sets) whose
 // max timestamp is >= ts, and reads it. The read happens after the lock is

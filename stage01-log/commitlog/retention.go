@@ -15,14 +15,22 @@ import (
 // segment first when the active segment itself has expired. Deleted segments
 // are renamed to .deleted and removed after file.delete.delay.ms. It returns
 // how many segments it deleted.
+//
+// Before either, and whatever the cleanup policy, it deletes the segments
+// that lie wholly below the log start offset, which IncrementStartOffset
+// (DeleteRecords) moved past them: Kafka's
+// deleteLogStartOffsetBreachedSegments. The active segment stays.
 func (l *Log) DeleteOldSegments(highWatermark int64) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.closed {
 		return 0, ErrClosed
 	}
-	if !l.cfg.CleanupPolicy.Delete() {
-		return 0, nil
+	breached, err := l.deleteSegmentsLocked(l.logStartOffset, func(s *segment) (bool, error) {
+		return s != l.activeSegment(), nil
+	}, "log start offset breach")
+	if err != nil || !l.cfg.CleanupPolicy.Delete() {
+		return breached, err
 	}
 	now := l.now()
 	n, err := l.deleteSegmentsLocked(highWatermark, func(s *segment) (bool, error) {
@@ -39,7 +47,7 @@ func (l *Log) DeleteOldSegments(highWatermark int64) (int, error) {
 		return now.Sub(time.UnixMilli(newest)) > l.cfg.RetentionMs, nil
 	}, "retention.ms")
 	if err != nil || l.cfg.RetentionBytes < 0 {
-		return n, err
+		return breached + n, err
 	}
 	var total int64
 	for _, s := range l.segments {
@@ -53,7 +61,36 @@ func (l *Log) DeleteOldSegments(highWatermark int64) (int, error) {
 		excess -= s.size
 		return true, nil
 	}, "retention.bytes")
-	return n + m, err
+	return breached + n + m, err
+}
+
+// IncrementStartOffset moves the log start offset forward to offset, the
+// first offset readers may then ask for (Kafka's
+// maybeIncrementLogStartOffset): what a DeleteRecords request does on a
+// partition's leader, and what its followers then copy. Nothing below the
+// new start can be read or found by time from then on; the segments wholly
+// below it are deleted by the next retention pass (DeleteOldSegments), and
+// the new start reaches the log-start-offset-checkpoint file with the
+// Manager's next checkpoint. The recovery point moves up with it. An offset
+// at or below the current start changes nothing and reports false; one past
+// the log end is ErrOffsetOutOfRange. Stopping at the high watermark, which
+// a log does not know, is the caller's part (stage 03's partition).
+func (l *Log) IncrementStartOffset(offset int64) (bool, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
+		return false, ErrClosed
+	}
+	if offset > l.nextOffset {
+		return false, fmt.Errorf("%w: log start offset %d past the log end %d of %s", ErrOffsetOutOfRange, offset, l.nextOffset, l.dir)
+	}
+	if offset <= l.logStartOffset {
+		return false, nil
+	}
+	l.logger.Info("incremented log start offset", "from", l.logStartOffset, "to", offset)
+	l.logStartOffset = offset
+	l.recoveryPoint = max(l.recoveryPoint, offset)
+	return true, nil
 }
 
 // deleteSegmentsLocked deletes the longest prefix of segments for which

@@ -109,3 +109,51 @@ func TestDeletedSegmentsWaitOutFileDeleteDelay(t *testing.T) {
 	_, err = os.Stat(filepath.Join(h.dir, segmentName(0)+logSuffix+deletedSuffix))
 	require.ErrorIs(t, err, os.ErrNotExist)
 }
+
+// TestIncrementStartOffsetHidesTheHeadUntilRetentionDeletesIt: DeleteRecords
+// on a log. The new start takes effect at once for readers and lookups by
+// time; the segments wholly below it go at the next retention pass, whatever
+// the retention settings, and the new start survives a restart through the
+// log-start-offset checkpoint.
+func TestIncrementStartOffsetHidesTheHeadUntilRetentionDeletesIt(t *testing.T) {
+	dir := t.TempDir()
+	m := openTestManager(t, dir, managerConfig())
+	tp := TopicPartition{"deletes", 0}
+	l, err := m.Create(tp, managerConfig().Log)
+	require.NoError(t, err)
+	for i := range 60 {
+		_, _, err := l.Append(makeBatch(t, i, 2, 100, 1000+int64(i)))
+		require.NoError(t, err)
+	}
+	segs := l.Segments()
+	require.Greater(t, len(segs), 3)
+	start := segs[2].BaseOffset + 3 // inside a batch of the third segment
+
+	_, err = l.IncrementStartOffset(l.EndOffset() + 1)
+	require.ErrorIs(t, err, ErrOffsetOutOfRange, "never past the log end")
+	moved, err := l.IncrementStartOffset(start)
+	require.NoError(t, err)
+	require.True(t, moved)
+	require.Equal(t, start, l.StartOffset())
+	moved, err = l.IncrementStartOffset(start - 1)
+	require.NoError(t, err)
+	require.False(t, moved, "the log start never moves back")
+	_, err = l.Read(start-1, 1<<20)
+	require.ErrorIs(t, err, ErrOffsetOutOfRange)
+	off, _, found, err := l.OffsetForTimestamp(0)
+	require.NoError(t, err)
+	require.True(t, found)
+	require.Equal(t, start, off, "a lookup by time answers nothing before the start")
+	require.Len(t, l.Segments(), len(segs), "the files stay until retention runs")
+
+	n, err := l.DeleteOldSegments(0) // a high watermark of 0: only the breach deletes
+	require.NoError(t, err)
+	require.Equal(t, 2, n)
+	require.Equal(t, segs[2].BaseOffset, l.Segments()[0].BaseOffset, "the segment holding the start stays")
+	require.Equal(t, start, l.StartOffset())
+
+	require.NoError(t, m.Close())
+	m = openTestManager(t, dir, managerConfig())
+	l, _ = m.Get(tp)
+	require.Equal(t, start, l.StartOffset(), "from log-start-offset-checkpoint")
+}

@@ -463,6 +463,28 @@ func (s *segment) findBatchByTimestamp(ts, from int64) (pos int64, h record.Batc
 	}
 }
 
+// maxTimestampFrom is the largest max timestamp of the segment's batches
+// from the one holding offset from on, read header by header; -1 if none.
+func (s *segment) maxTimestampFrom(from int64) (int64, error) {
+	start, _, ok, err := s.translateOffset(from)
+	if err != nil || !ok {
+		return -1, err
+	}
+	sc := newLookupScanner(s.file, start, s.size, s.lookupWindow())
+	defer sc.release()
+	best := int64(-1)
+	for {
+		_, h, _, err := sc.next(false)
+		if err == io.EOF {
+			return best, nil
+		}
+		if err != nil {
+			return -1, fmt.Errorf("segment %s: %w", segmentName(s.baseOffset), err)
+		}
+		best = max(best, h.MaxTimestamp)
+	}
+}
+
 // truncateTo removes every batch whose last offset is >= offset and returns
 // the offset after the last batch kept.
 func (s *segment) truncateTo(offset int64) (next int64, err error) {

@@ -117,6 +117,11 @@ func handleProduce(r *Request, a Appender) {
 	}
 	acks := req.Acks
 	a.AppendRecords(r, acks, time.Duration(req.TimeoutMillis)*time.Millisecond, parts, func() {
+		for _, p := range parts {
+			if appended(p.Response.ErrorCode) { // BytesInPerSec, MessagesInPerSec
+				r.Broker.counters.countIn(p.Topic, p.Request.Records)
+			}
+		}
 		if acks != 0 {
 			r.Respond(resp)
 			return

@@ -137,6 +137,15 @@ func handleFetch(r *Request, src FetchSource, w FetchWaiter) {
 // framed (over 2 GiB, which the budgets prevent) closes the connection: the
 // client cannot be told otherwise.
 func respondFetch(r *Request, resp *protocol.FetchResponse) {
+	if req, ok := r.Body.(*kmsg.FetchRequest); ok && req.ReplicaID < 0 { // BytesOutPerSec counts consumers' fetches
+		for _, t := range resp.Topics {
+			var n int64
+			for _, p := range t.Partitions {
+				n += recordsLen(p.Records)
+			}
+			r.Broker.counters.countOut(t.Topic, n)
+		}
+	}
 	sends, err := protocol.FetchResponseSends(r.Header, resp)
 	if err != nil {
 		r.Broker.logger.Error("cannot frame a fetch response", "err", err)

@@ -26,9 +26,8 @@ func handleMetadata(r *Request) {
 	req := r.Body.(*kmsg.MetadataRequest)
 	b := r.Broker
 	resp := kmsg.NewPtrMetadataResponse()
-	resp.Brokers = []kmsg.MetadataResponseBroker{{
-		NodeID: b.cfg.BrokerID, Host: b.cfg.AdvertisedHost, Port: b.cfg.AdvertisedPort,
-	}}
+	host, port := b.advertisedFor(r.Listener()) // the address of the listener the client asked on
+	resp.Brokers = []kmsg.MetadataResponseBroker{{NodeID: b.cfg.BrokerID, Host: host, Port: port}}
 	resp.ClusterID = kmsg.StringPtr(b.store.ClusterID())
 	resp.ControllerID = b.cfg.BrokerID
 

@@ -3,6 +3,7 @@ package broker
 import (
 	"errors"
 	"net"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -33,6 +34,14 @@ type Request struct {
 	Body   kmsg.Request // at Header.APIVersion
 	Broker *Broker
 	net    *network.Request
+
+	// For ObserveRequests: when a handler took the request, when its
+	// handler returned (Unix ns, atomic: the answer may come first, from
+	// another goroutine), and when it was answered. Unset without an
+	// observer.
+	dequeued  time.Time
+	returned  atomic.Int64
+	responded time.Time
 }
 
 // RemoteAddr is the client's end of the connection (a group member's
@@ -51,22 +60,70 @@ func (r *Request) Done() <-chan struct{} { return r.net.Done() }
 // network layer.
 func (r *Request) Respond(resp kmsg.Response) {
 	resp.SetVersion(r.Header.APIVersion)
-	r.net.Respond(network.Response{Sends: []network.Send{network.BytesSend(protocol.AppendResponse(nil, r.Header, resp))}})
+	r.respond(network.Response{Sends: []network.Send{network.BytesSend(protocol.AppendResponse(nil, r.Header, resp))}})
 }
 
 // RespondSends answers with an already framed response (a fetch whose
 // records are file regions).
 func (r *Request) RespondSends(sends []network.Send) {
-	r.net.Respond(network.Response{Sends: sends})
+	r.respond(network.Response{Sends: sends})
 }
 
 // NoResponse answers nothing and lets the connection read its next request
 // (Produce with acks=0).
-func (r *Request) NoResponse() { r.net.Respond(network.Response{NoResponse: true}) }
+func (r *Request) NoResponse() { r.respond(network.Response{NoResponse: true}) }
 
 // CloseConnection answers by closing the connection, as Kafka does for an
 // acks=0 produce that failed: the client has no other way to learn it.
-func (r *Request) CloseConnection() { r.net.Respond(network.Response{Close: true}) }
+func (r *Request) CloseConnection() { r.respond(network.Response{Close: true}) }
+
+// respond hands resp to the network layer, timing the request if the broker
+// has an observer.
+func (r *Request) respond(resp network.Response) {
+	if r.Broker != nil && r.Broker.observer != nil && !r.dequeued.IsZero() {
+		r.responded = time.Now()
+		resp.Written = r.written
+	}
+	r.net.Respond(resp)
+}
+
+// RequestTiming is the life of one request through the broker, for Kafka's
+// RequestMetrics (final's metrics read it; see ObserveRequests). Kafka
+// splits a request's TotalTimeMs into RequestQueueTimeMs (Received to
+// Dequeued), LocalTimeMs (Dequeued to LocalDone), RemoteTimeMs (LocalDone
+// to Responded: a produce or fetch waiting in a purgatory) and the response
+// queue and send times (Responded to Sent), which are one span here.
+type RequestTiming struct {
+	Header protocol.Header
+	Body   kmsg.Request // the parsed request: a Fetch's replica id tells a follower from a consumer
+	// Received: the network layer read the request's last byte.
+	Received time.Time
+	// Dequeued: a RequestHandlerPool goroutine took it.
+	Dequeued time.Time
+	// LocalDone: the handler returned, or answered before it returned.
+	LocalDone time.Time
+	// Responded: the answer was handed to the network layer.
+	Responded time.Time
+	// Sent: the answer's last byte was written (for NoResponse: it was
+	// handed over).
+	Sent time.Time
+}
+
+// written runs on the connection's goroutine once the answer is written.
+func (r *Request) written() {
+	t := RequestTiming{Header: r.Header, Body: r.Body, Received: r.net.Received, Dequeued: r.dequeued,
+		LocalDone: r.responded, Responded: r.responded, Sent: time.Now()}
+	if ns := r.returned.Load(); ns != 0 && ns < r.responded.UnixNano() {
+		t.LocalDone = time.Unix(0, ns) // the handler returned and the answer came later
+	}
+	r.Broker.observer(&t)
+}
+
+// ObserveRequests makes the broker call f with the timing of every request
+// it answers (one it cannot parse is not timed), once the answer is
+// written, on the connection's goroutine: f must be quick and must not keep
+// t. Call it before Start; one observer at a time.
+func (b *Broker) ObserveRequests(f func(t *RequestTiming)) { b.observer = f }
 
 // Register adds or replaces an API. Later stages build their broker from
 // this one by registering this package's handlers over their own seams
@@ -100,7 +157,14 @@ func (b *Broker) Handle(nr *network.Request) {
 	h, req, err := protocol.ParseRequest(nr.Body, b.versions)
 	switch {
 	case err == nil:
-		b.apis[h.APIKey].Handle(&Request{Header: h, Body: req, Broker: b, net: nr})
+		r := &Request{Header: h, Body: req, Broker: b, net: nr}
+		if b.observer == nil {
+			b.apis[h.APIKey].Handle(r)
+			return
+		}
+		r.dequeued = time.Now()
+		b.apis[h.APIKey].Handle(r)
+		r.returned.Store(time.Now().UnixNano())
 	case errors.Is(err, protocol.ErrUnsupportedVersion) && h.APIKey == protocol.ApiVersionsKey:
 		// A client newer than the broker: answer in v0, which every
 		// client reads, with the error and what the broker does support

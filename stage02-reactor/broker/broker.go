@@ -26,7 +26,10 @@ type Broker struct {
 	opts   Options
 	apis   map[int16]API // set up before Start; read-only afterwards
 
-	counters Counters // refused batches and failed appends
+	counters Counters // refused batches and failed appends, bytes and records in and out
+
+	// observer is ObserveRequests' function, set before Start.
+	observer func(*RequestTiming)
 
 	// shutdown is closed when Shutdown begins, so that waiting requests
 	// (long-poll fetches) answer at once instead of holding shutdown up.
@@ -61,6 +64,10 @@ type Options struct {
 	// ClusterID is passed to the store (store.Options.ClusterID): the
 	// cluster's id when ZooKeeper knows it (stage 05).
 	ClusterID string
+	// PerListener are the seams of each listener: its TLS configuration
+	// and a handler in front of its requests (final: TLS and SASL). Later
+	// stages carry them down in their own Options.
+	PerListener ListenerOptions
 }
 
 // New opens the broker's log directory and registers the APIs of this
@@ -84,18 +91,16 @@ func New(cfg Config, opts Options) (*Broker, error) {
 	}
 	netCfg := cfg.Network
 	netCfg.Logger = opts.Logger
-	b.server, err = opts.ServerFactory(netCfg, network.HandlerFunc(b.Handle))
+	if netCfg.Listeners, err = b.networkListeners(); err != nil {
+		st.Close()
+		return nil, err
+	}
+	b.server, err = opts.ServerFactory(netCfg, b.listenerHandler())
 	if err != nil {
 		st.Close()
-		return nil, fmt.Errorf("listen on %s: %w", cfg.Listener, err)
+		return nil, fmt.Errorf("listen on %s: %w", b.listenAddrs(), err)
 	}
-	if b.cfg.AdvertisedPort == 0 {
-		// Listening on port 0 lets the kernel choose (tests, several
-		// brokers on one machine): advertise the port it chose.
-		if tcp, ok := b.server.Addr().(*net.TCPAddr); ok {
-			b.cfg.AdvertisedPort = int32(tcp.Port)
-		}
-	}
+	b.advertiseChosenPorts()
 	return b, nil
 }
 
@@ -111,16 +116,17 @@ func (b *Broker) Logger() *slog.Logger { return b.logger }
 // NetworkStats is a snapshot of the network server's counters.
 func (b *Broker) NetworkStats() network.Stats { return b.server.Stats() }
 
-// Addr is the address the broker listens on.
-func (b *Broker) Addr() net.Addr { return b.server.Addr() }
+// Addr is the address the broker listens on: its inter-broker listener's,
+// its only one in a single-listener broker (ListenerAddr for the others).
+func (b *Broker) Addr() net.Addr { return b.ListenerAddr(b.cfg.InterBrokerListener) }
 
 // Start begins serving.
 func (b *Broker) Start() error {
 	if err := b.server.Start(); err != nil {
 		return err
 	}
-	b.logger.Info("broker ready", "broker.id", b.cfg.BrokerID, "listener", b.server.Addr().String(),
-		"advertised", fmt.Sprintf("%s:%d", b.cfg.AdvertisedHost, b.cfg.AdvertisedPort),
+	b.logger.Info("broker ready", "broker.id", b.cfg.BrokerID, "listener", b.Addr().String(),
+		"advertised", fmt.Sprintf("%s:%d", b.cfg.AdvertisedHost, b.cfg.AdvertisedPort), "listeners", b.listenerSummary(),
 		"log.dirs", b.cfg.LogDir, "cluster.id", b.store.ClusterID(), "topics", len(b.store.TopicNames()))
 	return nil
 }

@@ -111,3 +111,22 @@ func TestRestartKeepsEverythingAcknowledged(t *testing.T) {
 	}
 	require.ElementsMatch(t, want, got)
 }
+
+// TestKcatQueriesOffsetsForTimes: kcat -Q (librdkafka's offsetsForTimes)
+// over ListOffsets at the version librdkafka picks from what the broker
+// advertises.
+func TestKcatQueriesOffsetsForTimes(t *testing.T) {
+	kcat := kcatPath(t)
+	tb := startBroker(t)
+	tb.createTopic("times", 1)
+	cl := tb.client()
+	base := time.Now().Add(-time.Hour).Truncate(time.Millisecond)
+	for i := range 10 {
+		r := &kgo.Record{Topic: "times", Value: []byte("v"), Timestamp: base.Add(time.Duration(i) * time.Minute)}
+		require.NoError(t, cl.ProduceSync(context.Background(), r).FirstErr())
+	}
+	at := base.Add(4*time.Minute + time.Second).UnixMilli()
+	out, err := exec.Command(kcat, "-b", tb.addr(), "-Q", "-t", fmt.Sprintf("times:0:%d", at)).CombinedOutput()
+	require.NoError(t, err, "kcat -Q: %s", out)
+	require.Contains(t, string(out), "offset 5", "the first record at or after the time: %s", out)
+}

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
-	"net"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -17,11 +17,17 @@ import (
 // Config is a broker's configuration, read from Kafka's broker keys.
 type Config struct {
 	BrokerID int32 // broker.id
-	// Listener is the address to listen on, from listeners
-	// ("PLAINTEXT://host:port"; only one PLAINTEXT listener).
-	Listener string
-	// AdvertisedHost and AdvertisedPort are what Metadata tells clients
-	// (advertised.listeners, defaulting to listeners).
+	// Listeners are every listener, in the order of listeners, with their
+	// security protocols and advertised addresses (see Listener).
+	Listeners []Listener
+	// InterBrokerListener names the listener other brokers reach this one
+	// on (inter.broker.listener.name, or security.inter.broker.protocol;
+	// PLAINTEXT by default).
+	InterBrokerListener string
+	// Listener is the inter-broker listener's address to listen on, and
+	// AdvertisedHost and AdvertisedPort its advertised address: with one
+	// listener (PLAINTEXT://host:port), the broker's only address.
+	Listener       string
 	AdvertisedHost string
 	AdvertisedPort int32
 	LogDir         string // log.dirs (or log.dir); one directory
@@ -61,21 +67,6 @@ type brokerKey struct {
 
 var brokerKeys = []brokerKey{
 	{"broker.id", "0", intKey(0, math.MaxInt32, func(c *Config, v int64) { c.BrokerID = int32(v) })},
-	// The workbook listens on loopback by default; Kafka's default listens
-	// on every interface.
-	{"listeners", "PLAINTEXT://127.0.0.1:9092", func(c *Config, v string) error {
-		host, port, err := parseListener(v)
-		c.Listener = net.JoinHostPort(host, strconv.Itoa(int(port)))
-		return err
-	}},
-	{"advertised.listeners", "", func(c *Config, v string) error {
-		if v == "" {
-			return nil
-		}
-		host, port, err := parseListener(v)
-		c.AdvertisedHost, c.AdvertisedPort = host, port
-		return err
-	}},
 	{"log.dirs", "/tmp/kafka-logs", func(c *Config, v string) error {
 		if strings.Contains(v, ",") {
 			return fmt.Errorf("more than one log directory is not supported")
@@ -132,24 +123,21 @@ func intKey(min, max int64, set func(c *Config, v int64)) func(c *Config, v stri
 	}
 }
 
-// parseListener reads "PLAINTEXT://host:port".
-func parseListener(v string) (host string, port int32, err error) {
-	if strings.Contains(v, ",") {
-		return "", 0, fmt.Errorf("more than one listener is not supported")
+// Keys lists every key ParseConfig knows: this stage's, the log's
+// (commitlog.BrokerKeys) and the Ignored ones, sorted. Later stages add
+// theirs to it (stage 03's server.Keys, ...); final's sample
+// server.properties is checked against the whole list.
+func Keys() []string {
+	out := append([]string{"log.dir"}, listenerKeys...)
+	for _, k := range brokerKeys {
+		out = append(out, k.name)
 	}
-	rest, ok := strings.CutPrefix(v, "PLAINTEXT://")
-	if !ok {
-		return "", 0, fmt.Errorf("only PLAINTEXT://host:port listeners are supported")
+	out = append(out, commitlog.BrokerKeys()...)
+	for k := range Ignored {
+		out = append(out, k)
 	}
-	h, p, err := net.SplitHostPort(rest)
-	if err != nil {
-		return "", 0, fmt.Errorf("not host:port: %v", err)
-	}
-	n, err := strconv.ParseUint(p, 10, 16)
-	if err != nil {
-		return "", 0, fmt.Errorf("bad port %q", p)
-	}
-	return h, int32(n), nil
+	sort.Strings(out)
+	return slices.Compact(out)
 }
 
 // ParseConfig reads a broker's configuration from properties (a
@@ -165,6 +153,9 @@ func ParseConfig(props map[string]string, logger *slog.Logger, extra ...string) 
 		}
 	}
 	known := map[string]bool{"log.dir": true}
+	for _, k := range listenerKeys {
+		known[k] = true
+	}
 	for _, k := range extra {
 		known[k] = true
 	}
@@ -178,15 +169,10 @@ func ParseConfig(props map[string]string, logger *slog.Logger, extra ...string) 
 			return c, &commitlog.ConfigError{Key: k.name, Value: v, Reason: err.Error()}
 		}
 	}
-	if c.AdvertisedHost == "" {
-		host, port, _ := parseListener(propOr(props, "listeners", brokerKeys[1].def))
-		c.AdvertisedHost, c.AdvertisedPort = host, port
+	if err := parseListeners(&c, props); err != nil {
+		return c, err
 	}
-	if c.AdvertisedHost == "" || c.AdvertisedHost == "0.0.0.0" {
-		return c, &commitlog.ConfigError{Key: "advertised.listeners", Value: props["advertised.listeners"],
-			Reason: "clients need a host to connect to: set advertised.listeners when listeners has no host"}
-	}
-	c.Network.Addr = c.Listener
+	c.Network.Addr = c.Listener // New adds the other listeners (c.Network.Listeners)
 
 	logCfg, err := commitlog.ParseManagerConfig(props)
 	if err != nil {

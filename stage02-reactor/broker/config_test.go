@@ -56,14 +56,14 @@ func TestBadConfigNamesTheKeyAndValue(t *testing.T) {
 		props map[string]string
 		want  string
 	}{
-		"unknown key":      {map[string]string{"num.io.thread": "8"}, `invalid value "8" for configuration num.io.thread: unknown configuration key`},
-		"not a number":     {map[string]string{"num.io.threads": "eight"}, `invalid value "eight" for configuration num.io.threads: not a number`},
-		"out of range":     {map[string]string{"num.network.threads": "0"}, `invalid value "0" for configuration num.network.threads: value must be in [1, 1024]`},
-		"not a boolean":    {map[string]string{"auto.create.topics.enable": "yes please"}, `configuration auto.create.topics.enable: not a boolean`},
-		"ssl listener":     {map[string]string{"listeners": "SSL://:9093"}, `configuration listeners: only PLAINTEXT://host:port listeners are supported`},
-		"two log dirs":     {map[string]string{"log.dirs": "/a,/b"}, `configuration log.dirs: more than one log directory is not supported`},
-		"log key":          {map[string]string{"log.segment.bytes": "1k"}, `invalid value "1k" for configuration log.segment.bytes`},
-		"no host to offer": {map[string]string{"listeners": "PLAINTEXT://:9092"}, `configuration advertised.listeners: clients need a host`},
+		"unknown key":           {map[string]string{"num.io.thread": "8"}, `invalid value "8" for configuration num.io.thread: unknown configuration key`},
+		"not a number":          {map[string]string{"num.io.threads": "eight"}, `invalid value "eight" for configuration num.io.threads: not a number`},
+		"out of range":          {map[string]string{"num.network.threads": "0"}, `invalid value "0" for configuration num.network.threads: value must be in [1, 1024]`},
+		"not a boolean":         {map[string]string{"auto.create.topics.enable": "yes please"}, `configuration auto.create.topics.enable: not a boolean`},
+		"no plaintext listener": {map[string]string{"listeners": "SSL://:9093"}, `configuration inter.broker.listener.name: the inter-broker listener PLAINTEXT is not a listener`},
+		"two log dirs":          {map[string]string{"log.dirs": "/a,/b"}, `configuration log.dirs: more than one log directory is not supported`},
+		"log key":               {map[string]string{"log.segment.bytes": "1k"}, `invalid value "1k" for configuration log.segment.bytes`},
+		"no host to offer":      {map[string]string{"listeners": "PLAINTEXT://:9092"}, `configuration advertised.listeners: clients need a host`},
 	}
 	for name, tt := range tests {
 		t.Run(name, func(t *testing.T) {

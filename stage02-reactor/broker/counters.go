@@ -1,11 +1,17 @@
 package broker
 
-import "sync/atomic"
+import (
+	"encoding/binary"
+	"sync"
+	"sync/atomic"
 
-// Counters count what the broker refused or failed at, under the names of
-// Kafka's BrokerTopicStats meters (final exports them to Prometheus). A
-// client's bad input is counted here and logged at Debug, not at Error: one
-// misbehaving client must not flood the broker's log.
+	"github.com/twmb/franz-go/pkg/kerr"
+)
+
+// Counters count what the broker took in, served and refused, under the
+// names of Kafka's BrokerTopicStats meters (final exports them to
+// Prometheus). A client's bad input is counted here and logged at Debug,
+// not at Error: one misbehaving client must not flood the broker's log.
 type Counters struct {
 	// FailedProduceRequests: produce requests for a partition that got an
 	// error (Kafka: FailedProduceRequestsPerSec).
@@ -16,7 +22,71 @@ type Counters struct {
 	// InvalidOffsetOrSequenceRecords: batches refused for inconsistent
 	// offsets or counts (Kafka: InvalidOffsetOrSequenceRecordsPerSec).
 	InvalidOffsetOrSequenceRecords atomic.Uint64
+
+	// All counts every topic together; Topic counts one.
+	All TopicCounters
+	// topics holds each topic's TopicCounters (*TopicCounters by name).
+	topics sync.Map
+}
+
+// TopicCounters are one topic's traffic, as Kafka's BrokerTopicMetrics
+// meters count it: BytesIn and MessagesIn for the batches a leader
+// appended from producers (the batches as produced, before any
+// recompression; not what followers copy), BytesOut for the record bytes
+// fetch responses to consumers carried (not to followers).
+type TopicCounters struct {
+	BytesIn    atomic.Uint64 // Kafka: BytesInPerSec
+	MessagesIn atomic.Uint64 // Kafka: MessagesInPerSec (records)
+	BytesOut   atomic.Uint64 // Kafka: BytesOutPerSec
 }
 
 // Counters returns the broker's counters.
 func (b *Broker) Counters() *Counters { return &b.counters }
+
+// Topic returns a topic's counters, creating them at first use.
+func (c *Counters) Topic(topic string) *TopicCounters {
+	if t, ok := c.topics.Load(topic); ok {
+		return t.(*TopicCounters)
+	}
+	t, _ := c.topics.LoadOrStore(topic, &TopicCounters{})
+	return t.(*TopicCounters)
+}
+
+// Topics calls f with each topic that has counters.
+func (c *Counters) Topics(f func(topic string, t *TopicCounters)) {
+	c.topics.Range(func(k, v any) bool {
+		f(k.(string), v.(*TopicCounters))
+		return true
+	})
+}
+
+// appended reports whether a produced partition whose answer has this
+// error code was appended: with no error, or with an acks=-1 wait that
+// failed after the append (Kafka counts at the append).
+func appended(code int16) bool {
+	return code == 0 || code == kerr.RequestTimedOut.Code || code == kerr.NotEnoughReplicasAfterAppend.Code
+}
+
+// countIn counts a batch a leader appended for a producer.
+func (c *Counters) countIn(topic string, batch []byte) {
+	// The record count of a magic-2 batch is its last header field, at
+	// byte 57 (stage01-log/record's layout); the batch was validated.
+	var records uint64
+	if len(batch) >= 61 {
+		records = uint64(binary.BigEndian.Uint32(batch[57:61]))
+	}
+	t := c.Topic(topic)
+	for _, t := range []*TopicCounters{&c.All, t} {
+		t.BytesIn.Add(uint64(len(batch)))
+		t.MessagesIn.Add(records)
+	}
+}
+
+// countOut counts record bytes a fetch response carried to a consumer.
+func (c *Counters) countOut(topic string, n int64) {
+	if n <= 0 {
+		return
+	}
+	c.All.BytesOut.Add(uint64(n))
+	c.Topic(topic).BytesOut.Add(uint64(n))
+}

@@ -240,3 +240,48 @@ func TestListOffsetsEarliestLatestAndByTimestamp(t *testing.T) {
 	require.Equal(t, base.Add(5*time.Minute).UnixMilli(), at.Timestamp)
 	require.Equal(t, int64(-1), list(time.Now().Add(time.Hour).UnixMilli()).Offset, "nothing that new")
 }
+
+// TestListOffsetsMaxTimestampAndTheTieredOnes: records produced with
+// timestamps out of order; v7's -3 answers the record with the largest
+// timestamp (the first of two), not the last record; v8's -4 is the log
+// start without tiered storage, v9's -5 no offset at all.
+func TestListOffsetsMaxTimestampAndTheTieredOnes(t *testing.T) {
+	tb := startBroker(t)
+	tb.createTopic("max", 1)
+	cl := tb.client()
+	base := time.Now().Add(-time.Hour)
+	for _, minutes := range []int{3, 9, 1, 9, 2} {
+		r := &kgo.Record{Topic: "max", Value: []byte("v"), Timestamp: base.Add(time.Duration(minutes) * time.Minute)}
+		require.NoError(t, cl.ProduceSync(context.Background(), r).FirstErr())
+	}
+	list := func(version int16, ts int64) kmsg.ListOffsetsResponseTopicPartition {
+		req := kmsg.NewPtrListOffsetsRequest()
+		req.SetVersion(version)
+		rp := kmsg.NewListOffsetsRequestTopicPartition()
+		rp.Timestamp = ts
+		req.Topics = []kmsg.ListOffsetsRequestTopic{{Topic: "max", Partitions: []kmsg.ListOffsetsRequestTopicPartition{rp}}}
+		c := tb.dial() // a raw connection keeps the version asked for
+		c.send(req, 1)
+		_, body := c.receive()
+		resp := kmsg.NewPtrListOffsetsResponse()
+		resp.SetVersion(version)
+		require.NoError(t, resp.ReadFrom(body[1:]), "after the flexible header's empty tags")
+		return resp.Topics[0].Partitions[0]
+	}
+	got := list(7, MaxTimestamp)
+	require.Zero(t, got.ErrorCode)
+	require.Equal(t, []int64{1, base.Add(9 * time.Minute).UnixMilli()}, []int64{got.Offset, got.Timestamp})
+	require.Equal(t, int32(0), got.LeaderEpoch)
+	require.Equal(t, kerr.UnsupportedVersion.Code, list(6, MaxTimestamp).ErrorCode, "-3 needs v7")
+
+	got = list(8, EarliestLocalTimestamp)
+	require.Zero(t, got.ErrorCode)
+	require.Equal(t, int64(0), got.Offset)
+	require.Equal(t, kerr.UnsupportedVersion.Code, list(7, EarliestLocalTimestamp).ErrorCode, "-4 needs v8")
+
+	got = list(9, LatestTieredTimestamp)
+	require.Zero(t, got.ErrorCode)
+	require.Equal(t, []int64{-1, -1}, []int64{got.Offset, got.Timestamp})
+	require.Equal(t, int32(-1), got.LeaderEpoch)
+	require.Equal(t, kerr.UnsupportedVersion.Code, list(9, -6).ErrorCode, "no version knows -6")
+}

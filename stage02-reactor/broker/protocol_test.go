@@ -25,9 +25,9 @@ func TestApiVersionsAdvertisesExactlyTheAPITable(t *testing.T) {
 	require.Equal(t, []kmsg.ApiVersionsResponseApiKey{
 		{ApiKey: 0, MinVersion: 0, MaxVersion: 9},  // Produce: v0-v2 advertised, refused
 		{ApiKey: 1, MinVersion: 4, MaxVersion: 12}, // Fetch
-		{ApiKey: 2, MinVersion: 1, MaxVersion: 6},  // ListOffsets
+		{ApiKey: 2, MinVersion: 1, MaxVersion: 9},  // ListOffsets
 		{ApiKey: 3, MinVersion: 1, MaxVersion: 9},  // Metadata
-		{ApiKey: 18, MinVersion: 0, MaxVersion: 3}, // ApiVersions
+		{ApiKey: 18, MinVersion: 0, MaxVersion: 4}, // ApiVersions
 		{ApiKey: 19, MinVersion: 0, MaxVersion: 5}, // CreateTopics
 		{ApiKey: 20, MinVersion: 0, MaxVersion: 5}, // DeleteTopics
 	}, got)
@@ -48,11 +48,12 @@ func TestProduceV2IsAdvertisedButRefused(t *testing.T) {
 func TestUnsupportedApiVersionsVersionGetsV0ErrorWithTheList(t *testing.T) {
 	tb := startBroker(t)
 	c := tb.dial()
-	// ApiVersions v4 does not exist yet; a future client might send it.
+	// v5 (a client's cluster and node ids) is newer than Kafka 3.9; a
+	// newer client sends it first.
 	req := kmsg.NewPtrApiVersionsRequest()
-	req.SetVersion(3)
+	req.SetVersion(4)
 	frame := kmsg.NewRequestFormatter().AppendRequest(nil, req, 9)
-	binary.BigEndian.PutUint16(frame[6:], 4) // api_version field
+	binary.BigEndian.PutUint16(frame[6:], 5) // api_version field
 	c.write(frame)
 
 	id, body := c.receive()
@@ -61,13 +62,34 @@ func TestUnsupportedApiVersionsVersionGetsV0ErrorWithTheList(t *testing.T) {
 	resp.SetVersion(0)
 	require.NoError(t, resp.ReadFrom(body), "a v0 response, which any client can read")
 	require.Equal(t, kerr.UnsupportedVersion.Code, resp.ErrorCode)
-	require.NotEmpty(t, resp.ApiKeys)
+	require.Contains(t, resp.ApiKeys, kmsg.ApiVersionsResponseApiKey{ApiKey: 18, MinVersion: 0, MaxVersion: 4},
+		"the list says which ApiVersions to retry with")
 
 	// The connection stays open for the client's retry at a lower version.
 	req.SetVersion(2)
 	c.send(req, 10)
 	id, _ = c.receive()
 	require.Equal(t, int32(10), id)
+}
+
+// TestApiVersionsV4IsServed: the version Kafka 3.9's clients send first,
+// flexible, answered with response header v0 (no tagged fields after the
+// correlation id) and the same list as v3.
+func TestApiVersionsV4IsServed(t *testing.T) {
+	tb := startBroker(t)
+	c := tb.dial()
+	req := kmsg.NewPtrApiVersionsRequest()
+	req.SetVersion(4)
+	req.ClientSoftwareName, req.ClientSoftwareVersion = "workbook-test", "1.0"
+	c.send(req, 7)
+	id, body := c.receive()
+	require.Equal(t, int32(7), id)
+	resp := kmsg.NewPtrApiVersionsResponse()
+	resp.SetVersion(4)
+	require.NoError(t, resp.ReadFrom(body), "header v0, then a v4 body")
+	require.Zero(t, resp.ErrorCode)
+	require.Contains(t, resp.ApiKeys, kmsg.ApiVersionsResponseApiKey{ApiKey: 18, MinVersion: 0, MaxVersion: 4})
+	require.Len(t, resp.ApiKeys, len(tb.APIs()))
 }
 
 func TestOnePipelinedConnectionGetsResponsesInOrder(t *testing.T) {

@@ -132,7 +132,8 @@ func (s *fixedOffsets) ListOffset(_ int32, _ string, rp *kmsg.ListOffsetsRequest
 
 // TestListOffsetsAnswersEachPartitionFromItsSource: the handler builds the
 // response and asks its OffsetSource for each partition, except for
-// timestamps no version it serves knows (-3 and below), which it refuses.
+// special timestamps the request's version does not know (-3 before v7),
+// which it refuses.
 func TestListOffsetsAnswersEachPartitionFromItsSource(t *testing.T) {
 	src := &fixedOffsets{}
 	tb := startBrokerRegistering(t, quietLogger, func(b *Broker) { b.Register(ListOffsetsAPI(src)) })
@@ -159,6 +160,6 @@ func TestListOffsetsAnswersEachPartitionFromItsSource(t *testing.T) {
 		require.Equal(t, int32(7), sp.LeaderEpoch)
 		require.Equal(t, int64(-1), sp.Timestamp, "left as the handler set it")
 	}
-	require.Equal(t, kerr.InvalidRequest.Code, resp.Topics[3].Partitions[0].ErrorCode)
+	require.Equal(t, kerr.UnsupportedVersion.Code, resp.Topics[3].Partitions[0].ErrorCode)
 	require.Equal(t, int64(3), src.asked.Load())
 }

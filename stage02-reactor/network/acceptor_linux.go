@@ -45,11 +45,12 @@ type Acceptor struct {
 	exited bool
 }
 
-// newAcceptor creates the listening socket and the Acceptor's poller.
-func newAcceptor(srv *Server, processors []*Processor) (*Acceptor, error) {
-	lfd, err := listen(srv.cfg.Addr, srv.cfg.ReceiveBufferBytes)
+// newAcceptor creates listener l's listening socket and the Acceptor's
+// poller.
+func newAcceptor(srv *Server, l *Listener, processors []*Processor) (*Acceptor, error) {
+	lfd, err := listen(l.Addr, srv.cfg.ReceiveBufferBytes)
 	if err != nil {
-		return nil, fmt.Errorf("network: listen on %s: %w", srv.cfg.Addr, err)
+		return nil, fmt.Errorf("network: listen on %s: %w", l.Addr, err)
 	}
 	sa, err := unix.Getsockname(lfd)
 	if err != nil {
@@ -72,7 +73,7 @@ func newAcceptor(srv *Server, processors []*Processor) (*Acceptor, error) {
 		addr:       sockaddrToTCP(sa),
 		poller:     pl,
 		processors: processors,
-		logger:     srv.logger.With("acceptor", srv.cfg.Addr),
+		logger:     srv.logger.With("acceptor", l.Addr, "listener", l.Name),
 		done:       make(chan struct{}),
 	}, nil
 }

@@ -18,8 +18,16 @@ var ErrInvalidConfig = errors.New("network: invalid config")
 // Config{Addr: "127.0.0.1:9092"} is a usable configuration.
 type Config struct {
 	// Addr is the host:port to listen on (Kafka: listeners). Tests use
-	// "127.0.0.1:0" and read the chosen port from Server.Addr.
+	// "127.0.0.1:0" and read the chosen port from Server.Addr. With
+	// Listeners set, it is ignored (and normalized to the first
+	// listener's).
 	Addr string
+
+	// Listeners are the server's listeners (Kafka: listeners with
+	// listener.security.protocol.map), each with its name, security
+	// protocol, address and, for a TLS listener, its tls.Config. Empty
+	// means one PLAINTEXT listener on Addr. See Listener.
+	Listeners []Listener
 
 	// NumNetworkThreads is the number of Processors (num.network.threads,
 	// default 3). Each one owns a set of connections and its own epoll
@@ -72,7 +80,8 @@ type Config struct {
 	// RegionSender writes file regions (Send.File) to a connection's socket.
 	// nil means CopyRegionSender: read the region into a buffer, write the
 	// buffer. Stage 06 plugs in sendfile(2) here. Only the reactor uses it;
-	// the portable server copies with io.Copy.
+	// the portable server copies with io.Copy, and so does every TLS
+	// listener (Listener.TLS), which the portable transport serves.
 	RegionSender RegionSender
 
 	// Logger receives the server's log lines. nil means slog.Default().
@@ -111,8 +120,8 @@ func DefaultConfig() Config {
 // cannot work.
 func (c Config) normalize() (Config, error) {
 	d := DefaultConfig()
-	if c.Addr == "" {
-		return c, fmt.Errorf("%w: listeners (Addr) is empty", ErrInvalidConfig)
+	if err := c.normalizeListeners(); err != nil {
+		return c, err
 	}
 	if c.NumNetworkThreads == 0 {
 		c.NumNetworkThreads = d.NumNetworkThreads

@@ -84,6 +84,8 @@ type conn struct {
 	sendOff int64
 	// closeAfterWrite is Response.Close: close once sends are written.
 	closeAfterWrite bool
+	// written is Response.Written, called when sends are written.
+	written func()
 
 	// closed is set by Processor.closeConn; a closed conn is out of every
 	// Processor structure except, possibly, pending and parked, which
@@ -279,7 +281,10 @@ func (p *Processor) completeFrame(c *conn) {
 		LocalAddr:  c.local,
 		ConnID:     c.id,
 		from:       c,
-		pool:       p.memory,
+
+		Listener:         p.listener.Name,
+		SecurityProtocol: p.listener.SecurityProtocol,
+		pool:             p.memory,
 	}
 	r.reserved.Store(int64(cap(c.body)))
 	r.Conn = &c.state
@@ -306,6 +311,9 @@ func (p *Processor) startResponse(c *conn, resp Response) {
 	p.touch(c)
 	if resp.NoResponse {
 		p.stats.noResponses.Add(1)
+		if resp.Written != nil {
+			resp.Written()
+		}
 		if resp.Close {
 			p.closeConn(c, closedByResponse, nil)
 			return
@@ -314,7 +322,7 @@ func (p *Processor) startResponse(c *conn, resp Response) {
 		return
 	}
 	c.sends, c.sendIdx, c.sendOff = resp.Sends, 0, 0
-	c.closeAfterWrite = resp.Close
+	c.closeAfterWrite, c.written = resp.Close, resp.Written
 	p.write(c)
 }
 
@@ -357,6 +365,10 @@ func (p *Processor) write(c *conn) {
 	// The whole response is on the wire.
 	c.sends = nil
 	p.stats.responsesSent.Add(1)
+	if w := c.written; w != nil {
+		c.written = nil
+		w()
+	}
 	if c.closeAfterWrite {
 		p.closeConn(c, closedByResponse, nil)
 		return

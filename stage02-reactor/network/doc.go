@@ -97,6 +97,16 @@
 // Linux and the portable server elsewhere or with the build tag portable.
 // Every test runs against both, and the benchmarks compare them.
 //
+// # Listeners
+//
+// A Server may listen on several named listeners (Config.Listeners,
+// Kafka's listeners): an Acceptor and its Processors per listener, one
+// RequestChannel, memory pool and RequestHandlerPool for all, and each
+// Request names its listener. A TLS listener (Listener.TLS) is always
+// served by the portable transport, which does the handshake on the
+// connection's goroutine and copies file regions through TLS: the reactor
+// reads raw descriptors, and sendfile(2) cannot encrypt.
+//
 // Go's twist on the reactor: Kafka's Selector blocks its thread in
 // epoll_wait. A goroutine that did so would hold an OS thread, and every
 // wake-up would cost a kernel thread wake-up plus a trip through the Go
@@ -121,6 +131,8 @@
 //	reactor_linux.go       NewReactorServer: the parts put together
 //	portable.go            NewPortableServer: a goroutine per connection
 //	portable_watch_unix.go how it hears a waiting client leave
+//	listener.go            Listener: several listeners, one handler pool
+//	portable_tls.go        the TLS handshake of a TLS listener's connection
 //	region_sender_unix.go  CopyRegionSender
 //	loadgen/               a load generator for benchmarks and brokers: closed loops, or pipelined (Config.InFlight)
 package network

@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"runtime/debug"
 	"sync"
+	"time"
 )
 
 // RequestHandlerPool is the third layer of §3.1: num.io.threads goroutines
@@ -18,12 +19,13 @@ type RequestHandlerPool struct {
 	logger  *slog.Logger    // for handler panics
 	wg      sync.WaitGroup  // counts the running handler goroutines
 	done    chan struct{}   // closed when every handler goroutine has returned
+	idle    []idleClock     // each goroutine's waits for a request, for Stats.HandlerIdle
 }
 
 // NewRequestHandlerPool starts n goroutines that handle the requests of
 // channel until it is closed.
 func NewRequestHandlerPool(n int, channel *RequestChannel, h Handler, logger *slog.Logger) *RequestHandlerPool {
-	p := &RequestHandlerPool{channel: channel, handler: h, logger: logger, done: make(chan struct{})}
+	p := &RequestHandlerPool{channel: channel, handler: h, logger: logger, done: make(chan struct{}), idle: make([]idleClock, n)}
 	p.wg.Add(n)
 	for i := 0; i < n; i++ {
 		go p.run(i)
@@ -36,7 +38,9 @@ func NewRequestHandlerPool(n int, channel *RequestChannel, h Handler, logger *sl
 func (p *RequestHandlerPool) run(id int) {
 	defer p.wg.Done()
 	for {
+		p.idle[id].begin(time.Now())
 		r, ok := p.channel.Receive()
+		p.idle[id].end(time.Now())
 		if !ok {
 			return
 		}
@@ -60,6 +64,17 @@ func (p *RequestHandlerPool) handle(id int, r *Request) {
 		}
 	}()
 	p.handler.Handle(r)
+}
+
+// Idle is the time the handler goroutines have spent waiting for a
+// request, summed over them.
+func (p *RequestHandlerPool) Idle() time.Duration {
+	var d time.Duration
+	now := time.Now()
+	for i := range p.idle {
+		d += p.idle[i].read(now)
+	}
+	return d
 }
 
 // Done is closed when every handler goroutine has returned, which happens

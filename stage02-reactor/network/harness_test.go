@@ -33,6 +33,7 @@ const (
 	opGate        = 'g' // block the handler goroutine until the harness gate opens, then echo
 	opHold        = 'h' // hand the request to the test (harness.held), which answers it
 	opPanic       = 'p' // the handler panics
+	opListener    = 'l' // answer with the request's "listener/protocol/tls" (tls: with TLS state or not)
 )
 
 // waitFor bounds every wait on the server: a limit for failures, not a
@@ -163,6 +164,8 @@ func (h *harness) handle(r *Request) {
 		h.held <- r
 	case opPanic:
 		panic("the test handler panics on purpose")
+	case opListener:
+		r.Respond(Response{Sends: []Send{BytesSend(answer(corr, []byte(fmt.Sprintf("%s/%s/%t", r.Listener, r.SecurityProtocol, r.TLS != nil))))}})
 	default:
 		r.Respond(Response{Close: true})
 	}

@@ -1,6 +1,7 @@
 package network
 
 import (
+	"crypto/tls"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -29,23 +30,32 @@ func NewPortableServer(cfg Config, h Handler) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	ln, err := net.Listen("tcp", s.cfg.Addr)
-	if err != nil {
-		return nil, fmt.Errorf("network: listen on %s: %w", s.cfg.Addr, err)
+	if s.transport, err = newListenerTransports(s, newPortableTransport); err != nil {
+		return nil, err
 	}
-	s.transport = &portableTransport{
+	return s, nil
+}
+
+// newPortableTransport listens for listener l.
+func newPortableTransport(s *Server, l *Listener) (transport, error) {
+	ln, err := net.Listen("tcp", l.Addr)
+	if err != nil {
+		return nil, fmt.Errorf("network: listen on %s: %w", l.Addr, err)
+	}
+	return &portableTransport{
 		srv:        s,
+		l:          l,
 		ln:         ln.(*net.TCPListener),
 		conns:      make(map[*portableConn]struct{}),
 		stop:       make(chan struct{}),
 		acceptDone: make(chan struct{}),
-	}
-	return s, nil
+	}, nil
 }
 
 // portableTransport is the goroutine-per-connection transport.
 type portableTransport struct {
 	srv   *Server          // config, logger, RequestChannel, openConns
+	l     *Listener        // the listener it serves (name, protocol, TLS)
 	ln    *net.TCPListener // the listening socket
 	stats counters         // the counters of all its connections
 
@@ -74,12 +84,19 @@ type portableTransport struct {
 
 // portableConn is one connection and its goroutine.
 type portableConn struct {
-	t      *portableTransport
-	nc     *net.TCPConn // the connection; only its goroutine reads and writes it
-	id     string       // ConnID
-	remote net.Addr     // RemoteAddr of its requests
-	local  net.Addr     // LocalAddr of its requests
-	state  ConnState    // Request.Conn of its requests
+	t  *portableTransport
+	nc *net.TCPConn // the socket: deadlines and Close go here
+	// conn is what the goroutine reads requests from and writes responses
+	// to: nc itself, or on a TLS listener the tls.Conn over it (set by
+	// the handshake, before the first read). Only its goroutine uses it.
+	conn net.Conn
+	// tlsState is the TLS connection's state after the handshake (the
+	// client's certificates), shared by its requests; nil without TLS.
+	tlsState *tls.ConnectionState
+	id       string    // ConnID
+	remote   net.Addr  // RemoteAddr of its requests
+	local    net.Addr  // LocalAddr of its requests
+	state    ConnState // Request.Conn of its requests
 
 	// resp carries the response of the request in flight from Respond to
 	// the connection goroutine. Capacity 1: one request in flight, one
@@ -140,6 +157,7 @@ func (t *portableTransport) acceptLoop() {
 		c := &portableConn{
 			t:        t,
 			nc:       nc,
+			conn:     nc,
 			remote:   nc.RemoteAddr(),
 			local:    nc.LocalAddr(),
 			resp:     make(chan Response, 1),
@@ -212,6 +230,12 @@ func (t *portableTransport) forceClose() {
 // serve runs the connection until it closes.
 func (c *portableConn) serve() {
 	defer c.t.wg.Done()
+	if c.t.l.TLS != nil {
+		if reason, err := c.handshake(); err != nil {
+			c.close(reason, err)
+			return
+		}
+	}
 	reason, err := c.loop()
 	c.close(reason, err)
 }
@@ -226,7 +250,7 @@ func (c *portableConn) loop() (closeReason, error) {
 		if !c.armRead() {
 			return closedAtShutdown, nil
 		}
-		if _, err := io.ReadFull(c.nc, size[:]); err != nil {
+		if _, err := io.ReadFull(c.conn, size[:]); err != nil {
 			return c.readFailed(err)
 		}
 		t.stats.bytesIn.Add(4)
@@ -245,7 +269,7 @@ func (c *portableConn) loop() (closeReason, error) {
 		t.srv.memory.completed(int64(cap(body)))
 		t.stats.requestsRead.Add(1)
 		r := &Request{Body: body, Received: time.Now(), RemoteAddr: c.remote, LocalAddr: c.local, ConnID: c.id,
-			from: c, pool: t.srv.memory}
+			Listener: t.l.Name, SecurityProtocol: t.l.SecurityProtocol, TLS: c.tlsState, from: c, pool: t.srv.memory}
 		r.reserved.Store(int64(cap(body)))
 		r.Conn = &c.state
 		c.mu.Lock()
@@ -265,12 +289,18 @@ func (c *portableConn) loop() (closeReason, error) {
 		}
 		if resp.NoResponse {
 			t.stats.noResponses.Add(1)
+			if resp.Written != nil {
+				resp.Written()
+			}
 		} else {
 			if err := c.write(resp.Sends); err != nil {
 				t.stats.responsesDropped.Add(1)
 				return c.writeFailed(err)
 			}
 			t.stats.responsesSent.Add(1)
+			if resp.Written != nil {
+				resp.Written()
+			}
 		}
 		if resp.Close {
 			return closedByResponse, nil
@@ -328,7 +358,7 @@ func (c *portableConn) readBody(n int) ([]byte, error) {
 			}
 			body = growFrameTo(body, newCap)
 		}
-		m, err := io.ReadFull(c.nc, body[len(body):cap(body)])
+		m, err := io.ReadFull(c.conn, body[len(body):cap(body)])
 		body = body[:len(body)+m]
 		c.t.stats.bytesIn.Add(uint64(m))
 		if err != nil {
@@ -418,8 +448,8 @@ func (c *portableConn) writeFailed(err error) (closeReason, error) {
 }
 
 // write writes the sends in order: runs of byte buffers with one writev
-// (net.Buffers), file regions with io.Copy from a SectionReader. Go handles
-// partial writes inside Write.
+// (net.Buffers; through TLS, a Write each), file regions with io.Copy from
+// a SectionReader. Go handles partial writes inside Write.
 func (c *portableConn) write(sends []Send) error {
 	if idle := c.t.srv.cfg.ConnectionsMaxIdle; idle > 0 {
 		c.nc.SetWriteDeadline(time.Now().Add(idle))
@@ -427,7 +457,9 @@ func (c *portableConn) write(sends []Send) error {
 	for i := 0; i < len(sends); {
 		if sends[i].File != nil {
 			s := &sends[i]
-			n, err := io.Copy(c.nc, io.NewSectionReader(s.File, s.Pos, s.Len))
+			// On a TLS listener the region is read into memory and
+			// encrypted: no sendfile, whatever RegionSender says.
+			n, err := io.Copy(c.conn, io.NewSectionReader(s.File, s.Pos, s.Len))
 			c.t.stats.bytesOut.Add(uint64(n))
 			if err == nil && n < s.Len {
 				err = io.ErrUnexpectedEOF // the region ends past the end of the file
@@ -444,7 +476,7 @@ func (c *portableConn) write(sends []Send) error {
 				bufs = append(bufs, sends[i].Bytes)
 			}
 		}
-		n, err := bufs.WriteTo(c.nc)
+		n, err := bufs.WriteTo(c.conn)
 		c.t.stats.bytesOut.Add(uint64(n))
 		if err != nil {
 			return fmt.Errorf("write response: %w", err)

@@ -27,6 +27,7 @@ import (
 type Processor struct {
 	id              int             // its index, for logs
 	srv             *Server         // for openConns
+	listener        *Listener       // the listener its connections came in on
 	poller          *poller         // epoll instance + eventfd
 	channel         *RequestChannel // where complete requests go
 	memory          *memoryPool     // queued.max.request.bytes, shared by all Processors
@@ -105,8 +106,8 @@ const (
 	maxEvents   = 256      // events taken per epoll_wait
 )
 
-// newProcessor creates a Processor and its poller.
-func newProcessor(id int, srv *Server) (*Processor, error) {
+// newProcessor creates a Processor of listener l and its poller.
+func newProcessor(id int, srv *Server, l *Listener) (*Processor, error) {
 	pl, err := openPoller()
 	if err != nil {
 		return nil, err
@@ -119,13 +120,14 @@ func newProcessor(id int, srv *Server) (*Processor, error) {
 	return &Processor{
 		id:              id,
 		srv:             srv,
+		listener:        l,
 		poller:          pl,
 		channel:         srv.channel,
 		memory:          srv.memory,
 		regionSender:    rs,
 		maxRequestBytes: srv.cfg.SocketRequestMaxBytes,
 		idleTimeout:     int64(srv.cfg.ConnectionsMaxIdle),
-		logger:          srv.logger.With("processor", id),
+		logger:          srv.logger.With("processor", id, "listener", l.Name),
 		done:            make(chan struct{}),
 		conns:           make(map[int]*conn),
 		scratch:         make([]byte, scratchSize),
@@ -139,7 +141,9 @@ func newProcessor(id int, srv *Server) (*Processor, error) {
 func (p *Processor) run() {
 	defer p.exit()
 	for {
+		p.stats.idle.begin(time.Now())
 		n, err := p.poll()
+		p.stats.idle.end(time.Now())
 		if err != nil {
 			// The epoll instance itself is broken: nothing sensible is
 			// left to do with these connections.

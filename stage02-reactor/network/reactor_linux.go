@@ -6,31 +6,40 @@ import (
 	"net"
 )
 
-// NewReactorServer returns a Server, listening on cfg.Addr, built as Kafka's
-// SocketServer: one Acceptor, cfg.NumNetworkThreads Processors each with its
-// own epoll instance, the shared RequestChannel and RequestHandlerPool.
-// Linux only.
+// NewReactorServer returns a Server, listening on cfg.Addr (or on each of
+// cfg.Listeners), built as Kafka's SocketServer: per listener one Acceptor
+// and cfg.NumNetworkThreads Processors each with its own epoll instance;
+// one RequestChannel and RequestHandlerPool for all. A TLS listener is
+// served by the portable transport (see Listener.TLS). Linux only.
 func NewReactorServer(cfg Config, h Handler) (*Server, error) {
 	s, err := newServer(cfg, h)
 	if err != nil {
 		return nil, err
 	}
+	if s.transport, err = newListenerTransports(s, newReactorTransport); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// newReactorTransport builds listener l's Acceptor and Processors.
+func newReactorTransport(s *Server, l *Listener) (transport, error) {
 	r := &reactor{}
 	for i := 0; i < s.cfg.NumNetworkThreads; i++ {
-		p, err := newProcessor(i, s)
+		p, err := newProcessor(i, s, l)
 		if err != nil {
 			r.closePollers()
 			return nil, err
 		}
 		r.processors = append(r.processors, p)
 	}
-	r.acceptor, err = newAcceptor(s, r.processors)
+	var err error
+	r.acceptor, err = newAcceptor(s, l, r.processors)
 	if err != nil {
 		r.closePollers()
 		return nil, err
 	}
-	s.transport = r
-	return s, nil
+	return r, nil
 }
 
 // reactor is the Acceptor + Processors transport.

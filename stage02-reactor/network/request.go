@@ -1,6 +1,7 @@
 package network
 
 import (
+	"crypto/tls"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -32,6 +33,18 @@ type Request struct {
 	// Conn is the connection's state slot, shared by every request of the
 	// connection (see ConnState); nil for a Request built by hand.
 	Conn *ConnState
+
+	// Listener and SecurityProtocol are the name and the security protocol
+	// of the listener the connection came in on (Listener.Name,
+	// Listener.SecurityProtocol): a broker answers Metadata with the
+	// addresses of that listener, and puts SASL in front of the requests
+	// of a SASL listener.
+	Listener, SecurityProtocol string
+
+	// TLS is the connection's TLS state (the client's certificates, when
+	// it showed some) on a TLS listener, shared by every request of the
+	// connection; nil otherwise. Do not modify it.
+	TLS *tls.ConnectionState
 
 	// from is the connection the request was read from; Respond hands the
 	// response to it (a reactor Processor's response queue, or the portable
@@ -172,6 +185,13 @@ type Response struct {
 	// (Kafka closes the connection when an acks=0 Produce fails, since it
 	// cannot answer it).
 	Close bool
+
+	// Written, if set, is called once the response's last byte is on the
+	// wire (at once for NoResponse), on the connection's goroutine: it
+	// must be quick. It is not called for a response that is dropped.
+	// The broker measures Kafka's TotalTimeMs to this instant (final's
+	// metrics read it).
+	Written func()
 }
 
 // Handler handles requests. The RequestHandlerPool calls Handle from its

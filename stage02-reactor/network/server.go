@@ -27,12 +27,12 @@ var ErrServerClosed = errors.New("network: server closed")
 // The life of a Server: New…Server listens (so Addr is known at once),
 // Start (or Serve) starts the goroutines, Shutdown stops them.
 type Server struct {
-	cfg       Config          // normalized: no zero fields
-	handler   Handler         // the application: Kafka's KafkaApis
-	logger    *slog.Logger    // cfg.Logger
-	channel   *RequestChannel // layer 2, shared by both transports
-	memory    *memoryPool     // queued.max.request.bytes, shared by both transports
-	transport transport       // the reactor or the portable connection side
+	cfg       Config              // normalized: no zero fields
+	handler   Handler             // the application: Kafka's KafkaApis
+	logger    *slog.Logger        // cfg.Logger
+	channel   *RequestChannel     // layer 2, shared by both transports
+	memory    *memoryPool         // queued.max.request.bytes, shared by both transports
+	transport *listenerTransports // a transport per listener: the reactor or the portable connection side
 
 	// openConns counts open connections across the transport; the
 	// acceptor compares it with cfg.MaxConnections.
@@ -107,8 +107,11 @@ func (s *Server) Start() error {
 	s.started = true
 	s.pool = NewRequestHandlerPool(s.cfg.NumIOThreads, s.channel, s.handler, s.logger)
 	s.transport.start()
-	s.logger.Info("network server started", "addr", s.Addr().String(),
-		"num.network.threads", s.cfg.NumNetworkThreads, "num.io.threads", s.cfg.NumIOThreads)
+	for _, l := range s.cfg.Listeners {
+		s.logger.Info("network server started", "listener", l.Name, "security.protocol", l.SecurityProtocol,
+			"addr", s.ListenerAddr(l.Name).String(), "tls", l.TLS != nil,
+			"num.network.threads", s.cfg.NumNetworkThreads, "num.io.threads", s.cfg.NumIOThreads)
+	}
 	return nil
 }
 
@@ -190,6 +193,12 @@ func (s *Server) Stats() Stats {
 	st.OpenConnections = s.openConns.Load()
 	st.QueueDepth = s.channel.Len()
 	st.QueuedRequestBytes = s.memory.inUse()
+	s.mu.Lock()
+	pool := s.pool
+	s.mu.Unlock()
+	if pool != nil {
+		st.HandlerIdle = pool.Idle()
+	}
 	st.InFlight = int64(st.RequestsRead) - int64(st.ResponsesSent) - int64(st.NoResponses) - int64(st.ResponsesDropped)
 	return st
 }

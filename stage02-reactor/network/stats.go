@@ -1,6 +1,10 @@
 package network
 
-import "sync/atomic"
+import (
+	"sync"
+	"sync/atomic"
+	"time"
+)
 
 // Stats is a snapshot of a Server's counters. Counters only grow; the
 // fields marked "now" are gauges. Each counter is read atomically, but the
@@ -36,6 +40,55 @@ type Stats struct {
 	ClosedByResponse uint64 // a Response with Close
 	ClosedOnError    uint64 // another I/O error (a failed write, a file region that could not be read)
 	ClosedAtShutdown uint64 // closed by Shutdown
+
+	// ProcessorIdle is the time the Processors have spent waiting for
+	// events, summed over them (a wait under way counts up to now); divided
+	// by the elapsed time and num.network.threads it is Kafka's
+	// NetworkProcessorAvgIdlePercent (final's metrics read it). The
+	// portable transport has no Processors: 0.
+	ProcessorIdle time.Duration
+	// HandlerIdle is the same for the RequestHandlerPool's goroutines
+	// waiting for a request: Kafka's RequestHandlerAvgIdlePercent once
+	// divided by the elapsed time and num.io.threads. 0 before Start.
+	HandlerIdle time.Duration
+}
+
+// idleClock adds up the time its owner spends waiting for work. A wait
+// under way is counted up to the reader's now, so that a goroutine blocked
+// for minutes reads as idle without having to wake up. Its owner calls
+// begin and end; anyone calls read. The mutex is taken by its owner twice
+// a wait and by a reader now and then: it costs the owner an uncontended
+// lock, and makes successive reads never go back.
+type idleClock struct {
+	mu    sync.Mutex
+	total time.Duration // finished waits. Protected by mu.
+	since time.Time     // when the wait under way began; zero if none. Protected by mu.
+}
+
+func (c *idleClock) begin(now time.Time) {
+	c.mu.Lock()
+	c.since = now
+	c.mu.Unlock()
+}
+
+func (c *idleClock) end(now time.Time) {
+	c.mu.Lock()
+	if !c.since.IsZero() {
+		c.total += now.Sub(c.since)
+		c.since = time.Time{}
+	}
+	c.mu.Unlock()
+}
+
+// read is the idle time so far.
+func (c *idleClock) read(now time.Time) time.Duration {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	t := c.total
+	if !c.since.IsZero() {
+		t += max(now.Sub(c.since), 0)
+	}
+	return t
 }
 
 // counters are the Stats of one Processor, of the Acceptor, or of the
@@ -51,7 +104,8 @@ type counters struct {
 	closedByPeer, closedBadSize     atomic.Uint64
 	closedIdle, closedByResponse    atomic.Uint64
 	closedOnError, closedAtShutdown atomic.Uint64
-	_                               [64]byte // keep two Processors' counters off one cache line
+	idle                            idleClock // a Processor's waits in poll (locked, not atomic)
+	_                               [64]byte  // keep two Processors' counters off one cache line
 }
 
 // closeReason says why a connection was closed; it picks the counter and
@@ -107,4 +161,5 @@ func (c *counters) addTo(s *Stats) {
 	s.ClosedByResponse += c.closedByResponse.Load()
 	s.ClosedOnError += c.closedOnError.Load()
 	s.ClosedAtShutdown += c.closedAtShutdown.Load()
+	s.ProcessorIdle += c.idle.read(time.Now())
 }

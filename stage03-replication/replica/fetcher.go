@@ -58,6 +58,9 @@ func newFetcher(m *Manager, leaderID int32, addr string) *fetcher {
 	f := &fetcher{m: m, leaderID: leaderID, addr: addr, parts: map[commitlog.TopicPartition]*fetchState{},
 		logger: m.logger.With("fetcher", fmt.Sprintf("%d->%d", m.cfg.BrokerID, leaderID)),
 		wake:   make(chan struct{}, 1), ctx: ctx, cancel: cancel, done: make(chan struct{})}
+	// Kafka's ReplicaFetcherManager logs the same: which leader, at which
+	// address (its endpoint on the inter-broker listener).
+	f.logger.Info("added fetcher to broker", "leader", leaderID, "addr", addr)
 	go f.run()
 	return f
 }
@@ -434,7 +437,12 @@ func (f *fetcher) truncateToLeaderEnd(client *protocol.Client, tp commitlog.Topi
 func (f *fetcher) handlePartition(tp commitlog.TopicPartition, s *fetchState, rp *kmsg.FetchResponseTopicPartition) (ahead bool) {
 	switch err := kerr.ErrorForCode(rp.ErrorCode); {
 	case err == nil:
+		// The records and the high watermark first, then the leader's log
+		// start (DeleteRecords there), which the new high watermark may
+		// now allow (Kafka's processPartitionData, in that order).
 		if _, err := s.p.AppendAsFollower(rp.RecordBatches, rp.HighWatermark); err != nil {
+			f.delay(tp, s, err)
+		} else if err := s.p.MaybeIncrementLogStartOffset(rp.LogStartOffset); err != nil {
 			f.delay(tp, s, err)
 		}
 	case errors.Is(err, kerr.OffsetOutOfRange):

@@ -58,6 +58,8 @@ func ErrorCode(err error) int16 {
 		return kerr.OffsetOutOfRange.Code
 	case errors.Is(err, ErrNotEnoughReplicas):
 		return kerr.NotEnoughReplicas.Code
+	case errors.Is(err, ErrPolicyViolation):
+		return kerr.PolicyViolation.Code
 	}
 	return store.AppendErrorCode(err)
 }
@@ -69,6 +71,10 @@ type ReplicaState struct {
 	// fetched from, since a follower fetches from its own end.
 	// Invariant: -1 until the follower has fetched from this leader.
 	LogEndOffset int64
+	// LogStartOffset is the follower's log start offset, as its last
+	// fetch said: the low watermark (DeleteRecords) waits for it.
+	// Invariant: -1 until the follower has fetched from this leader.
+	LogStartOffset int64
 	// LastFetchTime is when that fetch arrived.
 	LastFetchTime time.Time
 	// LastCaughtUpTime is the last time the follower had everything the
@@ -238,7 +244,7 @@ func (p *Partition) MakeLeader(s LeaderAndIsrState) error {
 			if slices.Contains(s.ISR, id) {
 				caughtUp = now
 			}
-			p.remotes[id] = &ReplicaState{LogEndOffset: -1, lastFetchLeaderLEO: -1, LastFetchTime: now, LastCaughtUpTime: caughtUp}
+			p.remotes[id] = &ReplicaState{LogEndOffset: -1, LogStartOffset: -1, lastFetchLeaderLEO: -1, LastFetchTime: now, LastCaughtUpTime: caughtUp}
 		}
 	}
 	p.logger.Info("became leader", "epoch", s.LeaderEpoch, "replicas", s.Replicas, "isr", s.ISR, "log_end", p.Log.EndOffset(), "hw", p.highWatermark)
@@ -411,9 +417,11 @@ func (p *Partition) AppendAsLeaderMinISR(batch []byte, minISR int) (first, last 
 }
 
 // UpdateFollowerFetchState records a follower's fetch at fetchOffset: its
-// log end offset is the offset it asks for. The high watermark may advance.
-func (p *Partition) UpdateFollowerFetchState(id int32, fetchOffset int64, clientEpoch int32) error {
-	advanced, err := p.updateFollowerFetchState(id, fetchOffset, clientEpoch)
+// log end offset is the offset it asks for, and its log start offset the
+// one it tells (logStartOffset). The high watermark may advance, and the
+// low watermark (LowWatermark).
+func (p *Partition) UpdateFollowerFetchState(id int32, fetchOffset, logStartOffset int64, clientEpoch int32) error {
+	advanced, err := p.updateFollowerFetchState(id, fetchOffset, logStartOffset, clientEpoch)
 	if err != nil {
 		return err
 	}
@@ -424,7 +432,7 @@ func (p *Partition) UpdateFollowerFetchState(id int32, fetchOffset int64, client
 	return nil
 }
 
-func (p *Partition) updateFollowerFetchState(id int32, fetchOffset int64, clientEpoch int32) (advanced bool, err error) {
+func (p *Partition) updateFollowerFetchState(id int32, fetchOffset, logStartOffset int64, clientEpoch int32) (advanced bool, err error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if err := p.checkLeaderLocked(clientEpoch); err != nil {
@@ -451,6 +459,7 @@ func (p *Partition) updateFollowerFetchState(id int32, fetchOffset int64, client
 		r.LastCaughtUpTime = r.LastFetchTime
 	}
 	r.LogEndOffset, r.LastFetchTime, r.lastFetchLeaderLEO = fetchOffset, now, leaderLEO
+	r.LogStartOffset = logStartOffset
 	return p.maybeIncrementHWLocked(), nil
 }
 

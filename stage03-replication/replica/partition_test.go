@@ -63,21 +63,21 @@ func TestLeaderHighWatermarkWaitsForEveryReplicaAndNeverGoesBack(t *testing.T) {
 
 	wake := make(chan struct{}, 1)
 	p.HWAdvanced.Watch(wake)
-	require.NoError(t, p.UpdateFollowerFetchState(1, 6, -1))
+	require.NoError(t, p.UpdateFollowerFetchState(1, 6, 0, -1))
 	require.Equal(t, int64(0), p.HighWatermark(), "broker 2 has not fetched")
-	require.NoError(t, p.UpdateFollowerFetchState(2, 4, -1))
+	require.NoError(t, p.UpdateFollowerFetchState(2, 4, 0, -1))
 	require.Equal(t, int64(4), p.HighWatermark())
 	select {
 	case <-wake:
 	default:
 		t.Fatal("the high watermark moved without a signal")
 	}
-	require.NoError(t, p.UpdateFollowerFetchState(2, 2, -1)) // an old fetch, arriving late
+	require.NoError(t, p.UpdateFollowerFetchState(2, 2, 0, -1)) // an old fetch, arriving late
 	require.Equal(t, int64(4), p.HighWatermark(), "never backwards")
 
-	err := p.UpdateFollowerFetchState(7, 0, -1)
+	err := p.UpdateFollowerFetchState(7, 0, 0, -1)
 	require.ErrorIs(t, err, ErrUnknownReplica)
-	err = p.UpdateFollowerFetchState(1, 99, -1)
+	err = p.UpdateFollowerFetchState(1, 99, 0, -1)
 	require.ErrorIs(t, err, commitlog.ErrOffsetOutOfRange, "a follower cannot be ahead of its leader")
 }
 
@@ -172,7 +172,7 @@ func TestLastCaughtUpTimeFollowsKafkasRule(t *testing.T) {
 	require.NoError(t, err)
 
 	c.Advance(time.Second)
-	require.NoError(t, p.UpdateFollowerFetchState(1, 0, -1)) // behind
+	require.NoError(t, p.UpdateFollowerFetchState(1, 0, 0, -1)) // behind
 	r, _ := p.Remote(1)
 	require.Equal(t, start, r.LastCaughtUpTime, "not caught up: unchanged")
 
@@ -180,12 +180,12 @@ func TestLastCaughtUpTimeFollowsKafkasRule(t *testing.T) {
 	_, _, err = p.AppendAsLeader(batch(t, "c")) // leader end 3
 	require.NoError(t, err)
 	fetchedAt := c.Now()
-	require.NoError(t, p.UpdateFollowerFetchState(1, 2, -1)) // reached where the leader ended at its last fetch...
+	require.NoError(t, p.UpdateFollowerFetchState(1, 2, 0, -1)) // reached where the leader ended at its last fetch...
 	r, _ = p.Remote(1)
 	require.Equal(t, start.Add(time.Second), r.LastCaughtUpTime, "...so it was caught up at that fetch")
 
 	c.Advance(time.Second)
-	require.NoError(t, p.UpdateFollowerFetchState(1, 3, -1)) // at the leader's end
+	require.NoError(t, p.UpdateFollowerFetchState(1, 3, 0, -1)) // at the leader's end
 	r, _ = p.Remote(1)
 	require.Equal(t, fetchedAt.Add(time.Second), r.LastCaughtUpTime, "caught up now")
 }

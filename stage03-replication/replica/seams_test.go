@@ -60,7 +60,7 @@ func TestListenerHearsOfEachChangeWithNoLockHeld(t *testing.T) {
 	_, _, err := p.AppendAsLeader(batch(t, "a"))
 	require.NoError(t, err)
 	require.Equal(t, []string{"appended"}, rec.take(), "broker 1 has not fetched: no new high watermark")
-	require.NoError(t, p.UpdateFollowerFetchState(1, 1, -1))
+	require.NoError(t, p.UpdateFollowerFetchState(1, 1, 0, -1))
 	require.Equal(t, []string{"fetched", "hw"}, rec.take())
 }
 
@@ -107,7 +107,7 @@ func TestUpdateISRMovesTheHighWatermarkAtOnce(t *testing.T) {
 	require.NoError(t, p.MakeLeader(LeaderAndIsrState{Leader: 0, LeaderEpoch: 2, PartitionEpoch: 5, Replicas: []int32{0, 1, 2}, ISR: []int32{0, 1, 2}}))
 	_, _, err := p.AppendAsLeader(batch(t, "a", "b"))
 	require.NoError(t, err)
-	require.NoError(t, p.UpdateFollowerFetchState(1, 2, -1))
+	require.NoError(t, p.UpdateFollowerFetchState(1, 2, 0, -1))
 	require.Zero(t, p.HighWatermark(), "broker 2 is in the ISR and has nothing")
 	rec.take()
 
@@ -190,7 +190,7 @@ func TestRetentionStopsAtTheHighWatermarkAndTrimsTheEpochCache(t *testing.T) {
 	require.NoError(t, err)
 	require.Zero(t, p.Log.StartOffset(), "nothing uncommitted is deleted")
 
-	require.NoError(t, p.UpdateFollowerFetchState(1, 45, -1))
+	require.NoError(t, p.UpdateFollowerFetchState(1, 45, 0, -1))
 	_, err = st.DeleteOldSegments()
 	require.NoError(t, err)
 	start := p.Log.StartOffset()
@@ -257,17 +257,17 @@ func TestAFollowerCatchingUpBoundsTheHighWatermark(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, int64(2), p.HighWatermark(), "nobody else has fetched: the leader alone")
 
-	require.NoError(t, p.UpdateFollowerFetchState(1, 2, -1)) // caught up now
+	require.NoError(t, p.UpdateFollowerFetchState(1, 2, 0, -1)) // caught up now
 	_, _, err = p.AppendAsLeader(batch(t, "c", "d"))
 	require.NoError(t, err)
 	require.Equal(t, int64(2), p.HighWatermark(), "follower 1 caught up lately: the high watermark waits for it")
-	require.NoError(t, p.UpdateFollowerFetchState(1, 4, -1))
+	require.NoError(t, p.UpdateFollowerFetchState(1, 4, 0, -1))
 	require.Equal(t, int64(4), p.HighWatermark())
 
-	require.NoError(t, p.UpdateFollowerFetchState(2, 0, -1)) // far behind, never caught up
+	require.NoError(t, p.UpdateFollowerFetchState(2, 0, 0, -1)) // far behind, never caught up
 	_, _, err = p.AppendAsLeader(batch(t, "e"))
 	require.NoError(t, err)
-	require.NoError(t, p.UpdateFollowerFetchState(1, 5, -1))
+	require.NoError(t, p.UpdateFollowerFetchState(1, 5, 0, -1))
 	require.Equal(t, int64(5), p.HighWatermark(), "follower 2 does not hold it back")
 
 	c.Advance(11 * time.Second)

@@ -66,7 +66,7 @@ func (a ReplicaAppender) AppendPartition(part broker.ProducePartition, minISR in
 	s, topic, rp, out := a.s, part.Topic, part.Request, part.Response
 	p, ok := s.Replicas.Partition(topic, rp.Partition)
 	if !ok {
-		out.ErrorCode = s.missingPartitionCode(topic, rp.Partition)
+		out.ErrorCode = s.MissingPartitionCode(topic, rp.Partition)
 		return nil, 0, 0
 	}
 	// Leadership first, as Kafka's ReplicaManager: a follower answers
@@ -95,9 +95,9 @@ func (a ReplicaAppender) AppendPartition(part broker.ProducePartition, minISR in
 	return p, last, p.Epochs.EpochForOffset(last)
 }
 
-// missingPartitionCode answers for a partition this broker holds no replica
+// MissingPartitionCode answers for a partition this broker holds no replica
 // of: another broker leads it, or nobody knows it.
-func (s *Server) missingPartitionCode(topic string, partition int32) int16 {
+func (s *Server) MissingPartitionCode(topic string, partition int32) int16 {
 	if _, ok := s.Metadata.Partitions(topic)[partition]; ok {
 		return kerr.NotLeaderForPartition.Code
 	}

@@ -26,7 +26,8 @@ type ReplicaSource struct{ s *Server }
 func NewReplicaSource(s *Server) ReplicaSource { return ReplicaSource{s} }
 
 // RecordFetch records a follower's fetch position, once per fetch request
-// (broker.FetchRecorder): the offset it asks for is its log end offset, and
+// (broker.FetchRecorder): the offset it asks for is its log end offset, the
+// log start offset it tells is its own (DeleteRecords waits for it), and
 // the leader's high watermark may advance. A consumer's fetch records
 // nothing.
 func (src ReplicaSource) RecordFetch(replicaID int32, topic string, fp *kmsg.FetchRequestTopicPartition, out *protocol.FetchPartition) {
@@ -35,10 +36,10 @@ func (src ReplicaSource) RecordFetch(replicaID int32, topic string, fp *kmsg.Fet
 	}
 	p, ok := src.s.Replicas.Partition(topic, fp.Partition)
 	if !ok {
-		out.ErrorCode = src.s.missingPartitionCode(topic, fp.Partition)
+		out.ErrorCode = src.s.MissingPartitionCode(topic, fp.Partition)
 		return
 	}
-	if err := p.UpdateFollowerFetchState(replicaID, fp.FetchOffset, fp.CurrentLeaderEpoch); err != nil {
+	if err := p.UpdateFollowerFetchState(replicaID, fp.FetchOffset, fp.LogStartOffset, fp.CurrentLeaderEpoch); err != nil {
 		out.ErrorCode = replica.ErrorCode(err)
 		out.LogStartOffset = p.Log.StartOffset() // a follower behind the log start starts over there
 	}
@@ -49,7 +50,7 @@ func (src ReplicaSource) RecordFetch(replicaID int32, topic string, fp *kmsg.Fet
 func (src ReplicaSource) ReadPartition(replicaID int32, topic string, fp *kmsg.FetchRequestTopicPartition, first bool, remaining *int64, out *protocol.FetchPartition) {
 	p, ok := src.s.Replicas.Partition(topic, fp.Partition)
 	if !ok {
-		out.ErrorCode = src.s.missingPartitionCode(topic, fp.Partition)
+		out.ErrorCode = src.s.MissingPartitionCode(topic, fp.Partition)
 		return
 	}
 	if err := p.CheckLeader(fp.CurrentLeaderEpoch); err != nil {

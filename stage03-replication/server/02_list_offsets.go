@@ -7,11 +7,13 @@ import (
 	"github.com/kafkaworkbook/workbook/stage03-replication/replica"
 )
 
-// ListOffsets (key 2), v1-v6: stage 02's handler over a replica-aware
+// ListOffsets (key 2), v1-v9: stage 02's handler over a replica-aware
 // OffsetSource, answered by leaders only. For a consumer the latest offset
 // is the high watermark (what it may read); for a replica (replica_id >= 0)
-// it is the log end. A timestamp lookup only answers with offsets below the
-// high watermark.
+// it is the log end. A lookup by time, MAX_TIMESTAMP's included, only
+// answers with offsets below the high watermark (Kafka's
+// fetchOffsetForTimestamp filters them so). Without tiered storage
+// EARLIEST_LOCAL is the log start and LATEST_TIERED no offset.
 func (s *Server) listOffsetsAPI() broker.API { return broker.ListOffsetsAPI(replicaOffsets{s}) }
 
 // replicaOffsets is the replica-aware broker.OffsetSource.
@@ -20,7 +22,7 @@ type replicaOffsets struct{ s *Server }
 func (o replicaOffsets) ListOffset(replicaID int32, topic string, rp *kmsg.ListOffsetsRequestTopicPartition, out *kmsg.ListOffsetsResponseTopicPartition) {
 	p, ok := o.s.Replicas.Partition(topic, rp.Partition)
 	if !ok {
-		out.ErrorCode = o.s.missingPartitionCode(topic, rp.Partition)
+		out.ErrorCode = o.s.MissingPartitionCode(topic, rp.Partition)
 		return
 	}
 	if err := p.CheckLeader(rp.CurrentLeaderEpoch); err != nil {
@@ -35,10 +37,12 @@ func (o replicaOffsets) ListOffset(replicaID int32, topic string, rp *kmsg.ListO
 		if replicaID >= 0 {
 			out.Offset = p.Log.EndOffset()
 		}
-	case broker.EarliestTimestamp:
+	case broker.EarliestTimestamp, broker.EarliestLocalTimestamp:
 		out.Offset, out.LeaderEpoch = p.Log.StartOffset(), p.Epochs.EpochForOffset(p.Log.StartOffset())
+	case broker.LatestTieredTimestamp:
+		// nothing is tiered: no offset
 	default:
-		offset, ts, found, err := p.Log.OffsetForTimestamp(rp.Timestamp)
+		offset, ts, found, err := broker.FindOffset(p.Log, rp.Timestamp)
 		switch {
 		case err != nil:
 			out.ErrorCode = replica.ErrorCode(err)

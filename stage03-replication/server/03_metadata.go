@@ -9,7 +9,9 @@ import (
 
 // Metadata (key 3), v1-v9, answered from the metadata cache that the
 // controller's UpdateMetadata requests fill: every broker knows every
-// partition's leader, so a client may ask any broker. There is no automatic
+// partition's leader, so a client may ask any broker. The brokers are
+// listed at their addresses on the listener the request came in on
+// (listeners.go). There is no automatic
 // topic creation: only the controller creates topics (stage 05).
 func (s *Server) metadataAPI() broker.API {
 	return broker.API{Key: 3, MinVersion: 1, MaxVersion: 9, Handle: s.handleMetadata}
@@ -27,14 +29,8 @@ func IsInternalTopic(name string) bool {
 func (s *Server) handleMetadata(r *broker.Request) {
 	req := r.Body.(*kmsg.MetadataRequest)
 	resp := kmsg.NewPtrMetadataResponse()
-	brokers := s.Metadata.Brokers()
-	if len(brokers) == 0 {
-		// Before the first UpdateMetadata a broker knows only itself.
-		brokers = []BrokerEndpoint{s.Endpoint()}
-	}
-	for _, b := range brokers {
-		resp.Brokers = append(resp.Brokers, kmsg.MetadataResponseBroker{NodeID: b.ID, Host: b.Host, Port: b.Port, Rack: b.Rack})
-	}
+	resp.Brokers = s.metadataBrokers(r.Listener()) // their addresses on the listener asked on
+
 	resp.ClusterID = kmsg.StringPtr(s.Store().ClusterID())
 	resp.ControllerID = s.Metadata.ControllerID()
 
@@ -57,6 +53,8 @@ func (s *Server) handleMetadata(r *broker.Request) {
 				Replicas: pm.Replicas, ISR: pm.ISR, OfflineReplicas: pm.OfflineReplicas}
 			if pm.Leader < 0 {
 				mp.ErrorCode = kerr.LeaderNotAvailable.Code
+			} else if code := s.leaderOffListener(pm.Leader, r.Listener(), r.Header.APIVersion); code != 0 {
+				mp.ErrorCode = code
 			}
 			mt.Partitions = append(mt.Partitions, mp)
 		}

@@ -27,7 +27,7 @@ func (s *Server) handleOffsetForLeaderEpoch(r *broker.Request) {
 			sp := kmsg.OffsetForLeaderEpochResponseTopicPartition{Partition: rp.Partition,
 				LeaderEpoch: replica.UndefinedEpoch, EndOffset: replica.UndefinedOffset}
 			if p, ok := s.Replicas.Partition(rt.Topic, rp.Partition); !ok {
-				sp.ErrorCode = s.missingPartitionCode(rt.Topic, rp.Partition)
+				sp.ErrorCode = s.MissingPartitionCode(rt.Topic, rp.Partition)
 			} else if epoch, end, err := p.EndOffsetForEpoch(rp.LeaderEpoch, rp.CurrentLeaderEpoch); err != nil {
 				sp.ErrorCode = replica.ErrorCode(err)
 			} else {

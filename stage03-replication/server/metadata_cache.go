@@ -10,10 +10,15 @@ import (
 
 // BrokerEndpoint is a live broker as UpdateMetadata describes it.
 type BrokerEndpoint struct {
-	ID   int32
+	ID int32
+	// Host and Port are its first endpoint's address (its inter-broker
+	// listener's, for Server.Endpoint); ForListener picks the one of a
+	// listener.
 	Host string
 	Port int32
 	Rack *string
+	// Listeners are its endpoints, one per listener (see listeners.go).
+	Listeners []ListenerEndpoint
 }
 
 // PartitionMetadata is one partition's state as the controller last said.
@@ -49,11 +54,7 @@ func (c *MetadataCache) update(req *kmsg.UpdateMetadataRequest) {
 	c.controllerID = req.ControllerID
 	c.brokers = map[int32]BrokerEndpoint{}
 	for _, b := range req.LiveBrokers {
-		e := BrokerEndpoint{ID: b.ID, Host: b.Host, Port: b.Port, Rack: b.Rack}
-		if len(b.Endpoints) > 0 { // v1+
-			e.Host, e.Port = b.Endpoints[0].Host, b.Endpoints[0].Port
-		}
-		c.brokers[b.ID] = e
+		c.brokers[b.ID] = endpointFromUpdate(b)
 	}
 	states := req.PartitionStates        // v0-v4
 	for _, ts := range req.TopicStates { // v5+

@@ -19,12 +19,19 @@ type Config struct {
 	Replica replica.Config
 }
 
+// Keys lists every key ParseConfig knows: stage 02's and the replica.*
+// keys.
+func Keys() []string { return append(broker.Keys(), replica.Keys()...) }
+
 // ParseConfig reads a broker's configuration; every key must be known:
 // stage 02's, the replica.* keys, or one of extraKeys (a later stage's,
 // which it reads itself).
 func ParseConfig(props map[string]string, logger *slog.Logger, extraKeys ...string) (Config, error) {
 	b, err := broker.ParseConfig(props, logger, append(replica.Keys(), extraKeys...)...)
 	if err != nil {
+		return Config{}, err
+	}
+	if err := checkInterBrokerListener(b); err != nil {
 		return Config{}, err
 	}
 	r, err := replica.ParseConfig(b.BrokerID, props)
@@ -44,6 +51,8 @@ type Options struct {
 	LagTimeMax time.Duration
 	// ClusterID: see broker.Options.ClusterID (stage 05).
 	ClusterID string
+	// PerListener: see broker.Options.PerListener (final: TLS and SASL).
+	PerListener broker.ListenerOptions
 }
 
 // Server is a broker that replicates: stage 02's broker with the handlers
@@ -83,7 +92,7 @@ func New(cfg Config, opts Options) (*Server, error) {
 	s.brokerEpoch.Store(-1)
 	var manager atomic.Pointer[replica.Manager]
 	var err error
-	s.Broker, err = broker.New(cfg.Broker, broker.Options{Logger: opts.Logger, ClusterID: opts.ClusterID,
+	s.Broker, err = broker.New(cfg.Broker, broker.Options{Logger: opts.Logger, ClusterID: opts.ClusterID, PerListener: opts.PerListener,
 		BeforeClose: func() error {
 			if s.Replicas == nil { // New failed before the manager started
 				return nil
@@ -120,7 +129,7 @@ func New(cfg Config, opts Options) (*Server, error) {
 	s.Unregister(20) // DeleteTopics: likewise
 	for _, api := range []broker.API{
 		s.produceAPI(), s.fetchAPI(), s.listOffsetsAPI(), s.metadataAPI(),
-		s.leaderAndIsrAPI(), s.stopReplicaAPI(), s.updateMetadataAPI(), s.offsetForLeaderEpochAPI(),
+		s.leaderAndIsrAPI(), s.stopReplicaAPI(), s.updateMetadataAPI(), s.offsetForLeaderEpochAPI(), s.describeLogDirsAPI(),
 	} {
 		s.Register(api)
 	}
@@ -130,10 +139,12 @@ func New(cfg Config, opts Options) (*Server, error) {
 // ID is the broker's id.
 func (s *Server) ID() int32 { return s.Config().BrokerID }
 
-// Endpoint is how other brokers and clients reach this one.
+// Endpoint is how other brokers and clients reach this one: Host and
+// Port are its inter-broker listener's advertised address, Listeners
+// every listener's.
 func (s *Server) Endpoint() BrokerEndpoint {
 	c := s.Config()
-	return BrokerEndpoint{ID: c.BrokerID, Host: c.AdvertisedHost, Port: c.AdvertisedPort}
+	return BrokerEndpoint{ID: c.BrokerID, Host: c.AdvertisedHost, Port: c.AdvertisedPort, Listeners: listenerEndpoints(c)}
 }
 
 // HostPort is the advertised "host:port".

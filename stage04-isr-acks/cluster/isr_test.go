@@ -66,6 +66,9 @@ func TestSlowFollowerLeavesTheISRAndRejoins(t *testing.T) {
 
 	require.Less(t, start, shrunk)
 	require.Less(t, shrunk, rejoined, "each change is a new version of the state")
+	leader := tc.server(0).ISR // it counts a change once installed, just after the store has it
+	require.Eventually(t, func() bool { return leader.Shrinks() == 1 && leader.Expands() == 1 }, 10*time.Second, time.Millisecond,
+		"the leader counted one shrink and one expansion")
 	var isrs [][]int32
 	for _, w := range tc.States.History(isr.StatePath(tc.tp)) {
 		s, err := isr.DecodePartitionState(w.Data)

@@ -52,6 +52,11 @@ type Manager struct {
 	// the partition epoch that failed. Protected by mu.
 	fenced map[commitlog.TopicPartition]int32
 
+	// shrinks and expands count the ISR changes this leader made, one per
+	// partition changed (Kafka's IsrShrinksPerSec and IsrExpandsPerSec
+	// meters; final's metrics read them).
+	shrinks, expands atomic.Uint64
+
 	started   atomic.Bool
 	closeOnce sync.Once
 	stop      chan struct{}
@@ -153,6 +158,13 @@ func (m *Manager) MaybeExpand(p *replica.Partition, follower int32) {
 		"follower_log_end", f.LogEndOffset, "hw", v.HighWatermark)
 }
 
+// Shrinks is the number of ISR shrinks this broker made as a leader, one
+// per partition (Kafka: IsrShrinksPerSec).
+func (m *Manager) Shrinks() uint64 { return m.shrinks.Load() }
+
+// Expands is the number of ISR expansions, likewise (IsrExpandsPerSec).
+func (m *Manager) Expands() uint64 { return m.expands.Load() }
+
 // change writes isr as p's new ISR, computed from v, and installs it,
 // logging why (msg and args) once it is going to try. It reports whether
 // the ISR changed.
@@ -197,6 +209,13 @@ func (m *Manager) change(p *replica.Partition, v replica.LeaderView, isr []int32
 		// A LeaderAndIsr arrived between our write and now: its state is
 		// newer than ours, and wins.
 		return false
+	}
+	// Counted as soon as the partition has it, so that nobody reads the
+	// new ISR and an old count.
+	if len(isr) < len(v.ISR) {
+		m.shrinks.Add(1)
+	} else {
+		m.expands.Add(1)
 	}
 	if err := m.store.NotifyIsrChange([]commitlog.TopicPartition{tp}); err != nil {
 		m.logger.Error("cannot notify the controller of an ISR change", "partition", tp, "err", err)

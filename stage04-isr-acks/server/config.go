@@ -58,12 +58,17 @@ type TopicConfig struct {
 // DefaultTopicConfig is Kafka's.
 func DefaultTopicConfig() TopicConfig { return TopicConfig{MinInsyncReplicas: 1} }
 
+// keys are this stage's.
+var keys = []string{KeyLagTimeMax, KeyMinInsyncReplicas, KeyUncleanLeaderElection, KeyProducerIDExpiration, KeyProducerIDExpirationCheck}
+
+// Keys lists every key ParseConfig knows: stage 03's and this stage's.
+func Keys() []string { return append(server.Keys(), keys...) }
+
 // ParseConfig reads a broker's configuration; every key must be known:
 // this stage's, the stages' below, or one of extraKeys, which a later
 // stage parses itself (stage 05's zookeeper.connect).
 func ParseConfig(props map[string]string, logger *slog.Logger, extraKeys ...string) (Config, error) {
-	base, err := server.ParseConfig(props, logger, append([]string{KeyLagTimeMax, KeyMinInsyncReplicas, KeyUncleanLeaderElection,
-		KeyProducerIDExpiration, KeyProducerIDExpirationCheck}, extraKeys...)...)
+	base, err := server.ParseConfig(props, logger, append(slices.Clone(keys), extraKeys...)...)
 	if err != nil {
 		return Config{}, err
 	}

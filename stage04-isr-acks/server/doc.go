@@ -2,7 +2,7 @@
 // broker (package server there) with the ISR and acks of seed §1.3-§1.4.
 //
 //	server.go      the stage 03 server with isr.Quorum (the ISR counts for
-//	               the high watermark), the ISR manager, the two
+//	               the high watermark), the ISR manager, the three
 //	               purgatories, and the listener that ties them to the
 //	               partitions' changes
 //	config.go      replica.lag.time.max.ms, min.insync.replicas (broker
@@ -11,6 +11,8 @@
 //	               DelayedProduce
 //	01_fetch.go    DelayedFetch: stage 02's Fetch handler parks its waiting
 //	               fetches in the fetch purgatory
+//	21_delete_records.go  DeleteRecords; DelayedDeleteRecords waits for
+//	               every replica's log start offset (the low watermark)
 //
 // Nothing here copies a lower stage's handler: Produce is stage 02's
 // handler over stage 03's ReplicaAppender.AppendPartition, Fetch stage 02's

@@ -35,6 +35,8 @@ type Options struct {
 	// leads, a partition of __consumer_offsets (Kafka's onLeadershipChange
 	// callback of becomeLeaderOrFollower).
 	StateChanged func(p *replica.Partition)
+	// PerListener: see broker.Options.PerListener (final: TLS and SASL).
+	PerListener broker.ListenerOptions
 }
 
 // Server is a stage 03 broker whose high watermark counts the ISR, whose
@@ -48,6 +50,9 @@ type Server struct {
 	// Both are keyed by partition.
 	Produces *purgatory.Purgatory[commitlog.TopicPartition]
 	Fetches  *purgatory.Purgatory[commitlog.TopicPartition]
+	// DeleteRecords holds DeleteRecords requests until every replica has
+	// moved its log start offset (the partition's low watermark) that far.
+	DeleteRecords *purgatory.Purgatory[commitlog.TopicPartition]
 
 	cfg       Config
 	topics    topicConfigs
@@ -61,14 +66,16 @@ func New(cfg Config, opts Options) (*Server, error) {
 		opts.Logger = slog.Default()
 	}
 	s := &Server{cfg: cfg, topics: topicConfigs{defaults: cfg.Topic}, producers: producerStates{logger: opts.Logger},
-		Produces: purgatory.New[commitlog.TopicPartition]("Produce", purgatory.Options{}),
-		Fetches:  purgatory.New[commitlog.TopicPartition]("Fetch", purgatory.Options{})}
+		Produces:      purgatory.New[commitlog.TopicPartition]("Produce", purgatory.Options{}),
+		Fetches:       purgatory.New[commitlog.TopicPartition]("Fetch", purgatory.Options{}),
+		DeleteRecords: purgatory.New[commitlog.TopicPartition]("DeleteRecords", purgatory.Options{})}
 	l := &listener{stateChanged: opts.StateChanged}
-	base, err := server.New(cfg.Config, server.Options{Logger: opts.Logger, Quorum: isr.Quorum{}, Listener: l, LagTimeMax: cfg.LagTimeMax,
+	base, err := server.New(cfg.Config, server.Options{Logger: opts.Logger, PerListener: opts.PerListener, Quorum: isr.Quorum{}, Listener: l, LagTimeMax: cfg.LagTimeMax,
 		ClusterID: opts.ClusterID})
 	if err != nil {
 		s.Produces.Shutdown()
 		s.Fetches.Shutdown()
+		s.DeleteRecords.Shutdown()
 		return nil, err
 	}
 	s.Server = base
@@ -80,6 +87,7 @@ func New(cfg Config, opts Options) (*Server, error) {
 	s.ids = producer.NewAllocator(cfg.Replica.BrokerID, opts.ProducerIDs)
 	s.Register(s.produceAPI())
 	s.Register(s.initProducerIDAPI())
+	s.Register(s.deleteRecordsAPI())
 	s.Register(broker.FetchAPIWith(server.NewReplicaSource(base), fetchWaiter{s}))
 	// The ISR shrinks, and idle producer ids expire, on timers from now
 	// on (there is nothing to do until LeaderAndIsr makes this broker a
@@ -108,6 +116,7 @@ func New(cfg Config, opts Options) (*Server, error) {
 		<-s.ShuttingDown()
 		s.Produces.Shutdown()
 		s.Fetches.Shutdown()
+		s.DeleteRecords.Shutdown()
 		s.ISR.Close()
 		s.producers.snapshot()
 	})
@@ -179,17 +188,21 @@ func (l *listener) LogStartAdvanced(p *replica.Partition, start int64) {
 	}
 }
 
-// FollowerFetched: the follower may have caught up enough to rejoin.
+// FollowerFetched: the follower may have caught up enough to rejoin, and
+// the log start it told may complete a DeleteRecords.
 func (l *listener) FollowerFetched(p *replica.Partition, follower int32) {
 	l.s.ISR.MaybeExpand(p, follower)
+	l.s.DeleteRecords.CheckAndComplete(p.TopicPartition)
 }
 
-// StateChanged: a leader change answers waiting produces with
-// NOT_LEADER_OR_FOLLOWER and fetches with the new error; an ISR change may
-// decide a produce (NOT_ENOUGH_REPLICAS_AFTER_APPEND).
+// StateChanged: a leader change answers waiting produces and
+// DeleteRecords with NOT_LEADER_OR_FOLLOWER and fetches with the new
+// error; an ISR change may decide a produce
+// (NOT_ENOUGH_REPLICAS_AFTER_APPEND).
 func (l *listener) StateChanged(p *replica.Partition) {
 	l.s.Produces.CheckAndComplete(p.TopicPartition)
 	l.s.Fetches.CheckAndComplete(p.TopicPartition)
+	l.s.DeleteRecords.CheckAndComplete(p.TopicPartition)
 	if l.stateChanged != nil {
 		l.stateChanged(p)
 	}

@@ -1,7 +1,7 @@
 package controller
 
-// This file holds the replica assignment of a topic created without an
-// explicit one: Kafka's rack-unaware assignment
+// This file holds the replica assignment of a topic created, or grown,
+// without an explicit one: Kafka's rack-unaware assignment
 // (AdminUtils.assignReplicasToBrokersRackUnaware), so that this broker
 // places the replicas where a Kafka 2.8 broker would.
 
@@ -51,7 +51,27 @@ func AssignReplicas(partitions, replicationFactor int, brokers []int32, startInd
 		return nil, fmt.Errorf("replica assignment: start index %d and replica shift %d must not be negative",
 			startIndex, nextReplicaShift)
 	}
-	return assignRackUnaware(partitions, replicationFactor, brokers, startIndex, nextReplicaShift), nil
+	return assignRackUnaware(0, partitions, replicationFactor, brokers, startIndex, nextReplicaShift), nil
+}
+
+// AssignNewPartitions places the replicas of partitions new partitions
+// of a topic that has existing ones (numbered 0..existing-1), as Kafka's
+// AdminZkClient.createNewPartitionsAssignment does for a CreatePartitions
+// request without an explicit assignment: the rack-unaware assignment,
+// continued from partition existing, with both the start index and the
+// replica shift set to the position, among the sorted brokers, of the
+// first whose id is at least firstReplica (partition 0's first replica;
+// position 0 if there is none). The leaders of the new partitions thus go
+// on round-robin from where the topic's first partition began. The result
+// maps partition existing..existing+partitions-1 to its replicas; the
+// errors are AssignReplicas'.
+func AssignNewPartitions(existing, partitions, replicationFactor int, brokers []int32, firstReplica int32) (map[int32][]int32, error) {
+	if err := checkAssignment(partitions, replicationFactor, len(brokers)); err != nil {
+		return nil, err
+	}
+	sorted := slices.Sorted(slices.Values(brokers))
+	start := max(0, slices.IndexFunc(sorted, func(id int32) bool { return id >= firstReplica }))
+	return assignRackUnaware(max(0, existing), partitions, replicationFactor, brokers, start, start), nil
 }
 
 // AssignReplicasRandomly is AssignReplicas with startIndex and
@@ -64,7 +84,7 @@ func AssignReplicasRandomly(partitions, replicationFactor int, brokers []int32) 
 		return nil, err
 	}
 	n := len(brokers)
-	return assignRackUnaware(partitions, replicationFactor, brokers, rand.IntN(n), rand.IntN(n)), nil
+	return assignRackUnaware(0, partitions, replicationFactor, brokers, rand.IntN(n), rand.IntN(n)), nil
 }
 
 // checkAssignment returns the error Kafka's assignReplicasToBrokers throws
@@ -84,8 +104,10 @@ func checkAssignment(partitions, replicationFactor, brokers int) error {
 
 // assignRackUnaware is the assignment of AssignReplicas, on checked
 // arguments: partitions >= 1, 1 <= replicationFactor <= len(brokers),
-// startIndex and nextReplicaShift >= 0.
-func assignRackUnaware(partitions, replicationFactor int, brokers []int32, startIndex, nextReplicaShift int) map[int32][]int32 {
+// startIndex and nextReplicaShift >= 0, for the partitions numbered from
+// firstPartition >= 0 (0 for a new topic; the existing count for
+// AssignNewPartitions).
+func assignRackUnaware(firstPartition, partitions, replicationFactor int, brokers []int32, startIndex, nextReplicaShift int) map[int32][]int32 {
 	sorted := slices.Clone(brokers)
 	slices.Sort(sorted)
 	n := len(sorted)
@@ -98,7 +120,7 @@ func assignRackUnaware(partitions, replicationFactor int, brokers []int32, start
 	}
 
 	out := make(map[int32][]int32, partitions)
-	for p := range partitions {
+	for p := firstPartition; p < firstPartition+partitions; p++ {
 		if p > 0 && p%n == 0 {
 			nextReplicaShift++ // a new round
 		}

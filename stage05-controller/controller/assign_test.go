@@ -333,3 +333,41 @@ func TestAssignReplicasRandomly(t *testing.T) {
 	require.Len(t, leaders, n, "the start index is drawn over all brokers")
 	require.Len(t, distances, n-1, "the replica shift is drawn over all distances")
 }
+
+// TestAssignNewPartitionsContinuesTheTopicsRounds: new partitions go
+// where the same assignment would have put them had the topic been
+// created with all of them, when it was created with the start index and
+// the replica shift equal (Kafka's fixedStartIndex): the continuation
+// starts at partition 0's first replica, takes it for both, and counts
+// rounds from the first new partition on.
+func TestAssignNewPartitionsContinuesTheTopicsRounds(t *testing.T) {
+	for _, n := range []int{1, 3, 5} {
+		brokers := brokerRange(n)
+		for start := range n {
+			for existing := 1; existing <= 2*n; existing++ {
+				rf := min(n, 3)
+				whole, err := AssignReplicas(existing+n+1, rf, brokers, start, start)
+				require.NoError(t, err)
+				// A round boundary inside the existing partitions bumps the
+				// shift of the whole assignment, not of the continuation,
+				// which counts only the rounds it crosses (Kafka's too).
+				if existing >= n && n > 1 {
+					continue
+				}
+				added, err := AssignNewPartitions(existing, n+1, rf, brokers, whole[0][0])
+				require.NoError(t, err)
+				for p := existing; p < existing+n+1; p++ {
+					require.Equal(t, whole[int32(p)], added[int32(p)], "brokers %d, start %d, existing %d, partition %d", n, start, existing, p)
+				}
+				require.Len(t, added, n+1)
+			}
+		}
+	}
+	// 3 -> 6 on brokers 0..2, partition 0 led by broker 1: the new
+	// partitions' first replicas go on round-robin from broker 1.
+	added, err := AssignNewPartitions(3, 3, 2, []int32{2, 0, 1}, 1)
+	require.NoError(t, err)
+	require.Equal(t, map[int32][]int32{3: {1, 2}, 4: {2, 0}, 5: {0, 1}}, added)
+	_, err = AssignNewPartitions(3, 1, 4, brokerRange(3), 0)
+	require.ErrorIs(t, err, ErrInvalidReplicationFactor)
+}

@@ -82,22 +82,44 @@ func (cs *clusterState) partitionsOn(id int32) []commitlog.TopicPartition {
 // included: they still serve until they exit).
 func (cs *clusterState) liveIDs() []int32 { return slices.Sorted(maps.Keys(cs.live)) }
 
-// endpoint returns a broker's PLAINTEXT endpoint (the first listener when
-// it has none): where the controller and other brokers reach it.
-func endpoint(b kafkazk.RegisteredBroker) (kafkazk.Endpoint, bool) {
-	for _, e := range b.Endpoints {
+// endpoint returns a broker's endpoint on the inter-broker listener
+// (Options.InterBrokerListener): where the controller and the other
+// brokers reach it, as Kafka's controller uses
+// broker.node(interBrokerListenerName). Without that listener (or with no
+// listener name set) it falls back to the PLAINTEXT endpoint, then to the
+// first one.
+func (c *Controller) endpoint(b kafkazk.RegisteredBroker) (kafkazk.Endpoint, bool) {
+	return interBrokerEndpoint(b.Endpoints, c.opts.InterBrokerListener)
+}
+
+// interBrokerEndpoint picks the endpoint of listener, as endpoint says.
+func interBrokerEndpoint(endpoints []kafkazk.Endpoint, listener string) (kafkazk.Endpoint, bool) {
+	for _, e := range endpoints {
+		if listener != "" && e.Listener == listener {
+			return e, true
+		}
+	}
+	for _, e := range endpoints {
 		if e.SecurityProtocol == "PLAINTEXT" {
 			return e, true
 		}
 	}
-	if len(b.Endpoints) > 0 {
-		return b.Endpoints[0], true
+	if len(endpoints) > 0 {
+		return endpoints[0], true
 	}
 	return kafkazk.Endpoint{}, false
 }
 
+// InterBrokerAddr is host:port of a registered broker's endpoint on
+// listener (see endpoint): where a broker sends the controller its
+// ControlledShutdown.
+func InterBrokerAddr(endpoints []kafkazk.Endpoint, listener string) (string, bool) {
+	e, ok := interBrokerEndpoint(endpoints, listener)
+	return net.JoinHostPort(e.Host, strconv.Itoa(e.Port)), ok
+}
+
 // addr is host:port of a broker's endpoint.
-func addr(b kafkazk.RegisteredBroker) string {
-	e, _ := endpoint(b)
+func (c *Controller) addr(b kafkazk.RegisteredBroker) string {
+	e, _ := c.endpoint(b)
 	return net.JoinHostPort(e.Host, strconv.Itoa(e.Port))
 }

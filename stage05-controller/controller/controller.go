@@ -44,6 +44,11 @@ type Options struct {
 	AutoLeaderRebalance                bool
 	LeaderImbalanceCheckInterval       time.Duration
 	LeaderImbalancePerBrokerPercentage int
+	// InterBrokerListener is the listener the controller reaches brokers
+	// on, and tells them to reach each other on (LeaderAndIsr's live
+	// leaders, where followers fetch): inter.broker.listener.name, the
+	// same on every broker. "" means each broker's PLAINTEXT endpoint.
+	InterBrokerListener string
 }
 
 // DefaultOptions are Kafka's defaults.

@@ -80,7 +80,7 @@ func (c *Controller) send(b *batch) {
 	}
 	var leaders []kmsg.LeaderAndISRRequestLiveLeader
 	for _, id := range cs.liveIDs() {
-		e, _ := endpoint(cs.live[id])
+		e, _ := c.endpoint(cs.live[id])
 		leaders = append(leaders, kmsg.LeaderAndISRRequestLiveLeader{BrokerID: id, Host: e.Host, Port: int32(e.Port)})
 	}
 	for _, id := range slices.Sorted(maps.Keys(b.leaderAndIsr)) {

@@ -39,7 +39,7 @@ func (c *Controller) failover(epoch kafkazk.ControllerEpoch) {
 	}
 	for _, b := range brokers {
 		cs.live[b.ID] = b
-		c.channels.add(b.ID, addr(b))
+		c.channels.add(b.ID, c.addr(b))
 	}
 	c.logger.Info("controller state loaded", "epoch", epoch.Epoch, "live_brokers", cs.liveIDs(),
 		"topics", len(cs.topics), "partitions", len(cs.states))
@@ -154,16 +154,18 @@ func (c *Controller) loadTopics() error {
 
 // addTopics loads topics into the state: assignment, unclean election
 // setting, partition states (those without one are created by
-// electWhereNeeded).
+// electWhereNeeded). Each topic's znode is watched from then on for new
+// partitions (partitions.go).
 func (c *Controller) addTopics(topics []string) error {
 	cs := c.state
-	assignments, err := c.zk.TopicAssignments(topics...)
+	assignments, watches, err := c.zk.TopicAssignmentsW(topics...)
 	if err != nil {
 		return err
 	}
 	var tps []commitlog.TopicPartition
 	for topic, a := range assignments {
 		cs.topics[topic] = a
+		c.watchPartitionModifications(topic, watches[topic])
 		for p := range a.Replicas {
 			tps = append(tps, commitlog.TopicPartition{Topic: topic, Partition: p})
 		}
@@ -353,7 +355,7 @@ func (c *Controller) brokerChange() {
 		c.logger.Info("brokers started", "brokers", started)
 		for _, id := range started {
 			cs.live[id] = now[id]
-			c.channels.add(id, addr(now[id]))
+			c.channels.add(id, c.addr(now[id]))
 		}
 		c.brokersStarted(started)
 	}

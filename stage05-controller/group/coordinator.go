@@ -135,6 +135,13 @@ func New(cfg Config, out Writer, opts Options) *Coordinator {
 	return c
 }
 
+// Purgatories are the coordinator's purgatories, Rebalance (parked
+// JoinGroups) and Heartbeat (members' session timers), for Kafka's
+// PurgatorySize metric, which final's metrics read.
+func (c *Coordinator) Purgatories() []*purgatory.Purgatory[string] {
+	return []*purgatory.Purgatory[string]{c.joins, c.heartbeats}
+}
+
 // Close stops the coordinator: groups are unloaded (parked requests
 // answer NOT_COORDINATOR) and the purgatories stop.
 func (c *Coordinator) Close() {

@@ -85,3 +85,7 @@ func DeleteTopicPath(topic string) string { return DeleteTopicsPath + "/" + topi
 
 // ConfigTopicPath holds a topic's config overrides.
 func ConfigTopicPath(topic string) string { return ConfigTopicsPath + "/" + topic }
+
+// ConfigBrokerPath holds a broker's dynamic config ("1"), or with
+// ConfigBrokerDefault the cluster-wide one.
+func ConfigBrokerPath(broker string) string { return ConfigBrokersPath + "/" + broker }

@@ -79,12 +79,24 @@ func (c *Client) SetTopicConfig(topic string, config map[string]string) error {
 }
 
 func (c *Client) setTopicConfig(topic string, config map[string]string, notify bool) error {
-	return c.setEntityConfig("topics", topic, config, notify)
+	return c.setEntityConfig(ConfigEntityTopics, topic, config, notify)
 }
 
-// setEntityConfig writes /config/<entityType>/<name> (Kafka's entity
-// config JSON, the same for topics and users) and, if notify, the
-// /config/changes notification "<entityType>/<name>".
+// The config entity types this package writes: the children of /config
+// and the first part of a notification's entity path ("topics/orders",
+// "brokers/1", "brokers/<default>").
+const (
+	ConfigEntityTopics  = "topics"
+	ConfigEntityBrokers = "brokers"
+	// ConfigBrokerDefault names the cluster-wide dynamic broker config,
+	// /config/brokers/<default> (Kafka's ZooKeeperInternals.DEFAULT_STRING).
+	ConfigBrokerDefault = "<default>"
+)
+
+// setEntityConfig writes /config/<entityType>/<name> in Kafka's JSON and,
+// with notify, a /config/changes/config_change_<seq> naming it, as
+// AdminZkClient.changeEntityConfig does: the znode first, so a broker
+// that reads the notification reads the new config.
 func (c *Client) setEntityConfig(entityType, name string, config map[string]string, notify bool) error {
 	p := ConfigPath + "/" + entityType + "/" + name
 	data := EncodeTopicConfig(config)
@@ -104,13 +116,9 @@ func (c *Client) setEntityConfig(entityType, name string, config map[string]stri
 	return nil
 }
 
-// TopicConfig reads a topic's config overrides (none if it has none).
-func (c *Client) TopicConfig(topic string) (map[string]string, error) {
-	return c.entityConfig(ConfigTopicPath(topic))
-}
-
-// entityConfig reads an entity's config znode (none if it has none).
-func (c *Client) entityConfig(p string) (map[string]string, error) {
+// entityConfig reads /config/<entityType>/<name> (empty if it is missing).
+func (c *Client) entityConfig(entityType, name string) (map[string]string, error) {
+	p := ConfigPath + "/" + entityType + "/" + name
 	data, _, err := c.conn.Get(p)
 	if errors.Is(err, zk.ErrNoNode) || (err == nil && len(data) == 0) {
 		return map[string]string{}, nil
@@ -119,6 +127,34 @@ func (c *Client) entityConfig(p string) (map[string]string, error) {
 		return nil, fmt.Errorf("kafkazk: read %s: %w", p, err)
 	}
 	return DecodeTopicConfig(data)
+}
+
+// TopicConfig reads a topic's config overrides (none if it has none).
+func (c *Client) TopicConfig(topic string) (map[string]string, error) {
+	return c.entityConfig(ConfigEntityTopics, topic)
+}
+
+// SetBrokerConfig replaces the dynamic broker config of broker ("1") or,
+// with ConfigBrokerDefault, of every broker, in /config/brokers, and
+// notifies every broker (Kafka's AdminZkClient.changeBrokerConfig). The
+// JSON is a topic config's: {"version":1,"config":{...}}.
+func (c *Client) SetBrokerConfig(broker string, config map[string]string) error {
+	return c.setEntityConfig(ConfigEntityBrokers, broker, config, true)
+}
+
+// BrokerConfig reads the dynamic broker config of broker ("1" or
+// ConfigBrokerDefault); empty if none was set.
+func (c *Client) BrokerConfig(broker string) (map[string]string, error) {
+	return c.entityConfig(ConfigEntityBrokers, broker)
+}
+
+// TopicExists reports whether /brokers/topics/<topic> exists.
+func (c *Client) TopicExists(topic string) (bool, error) {
+	ok, _, err := c.conn.Exists(TopicPath(topic))
+	if err != nil {
+		return false, fmt.Errorf("kafkazk: exists %s: %w", TopicPath(topic), err)
+	}
+	return ok, nil
 }
 
 // ConfigChangesW lists /config/changes' notifications, with a watch for
@@ -174,10 +210,34 @@ type VersionedAssignment struct {
 // TopicAssignments reads the assignments of topics; a topic that does not
 // exist is left out.
 func (c *Client) TopicAssignments(topics ...string) (map[string]VersionedAssignment, error) {
+	out, _, err := c.topicAssignments(topics, false)
+	return out, err
+}
+
+// TopicAssignmentsW is TopicAssignments with a data watch on each
+// existing topic's znode, which fires when its assignment is rewritten
+// (new partitions, a reassignment's steps) or the topic is deleted: the
+// controller's PartitionModifications watch.
+func (c *Client) TopicAssignmentsW(topics ...string) (map[string]VersionedAssignment, map[string]<-chan zk.Event, error) {
+	return c.topicAssignments(topics, true)
+}
+
+func (c *Client) topicAssignments(topics []string, watch bool) (map[string]VersionedAssignment, map[string]<-chan zk.Event, error) {
 	var mu sync.Mutex
 	out := make(map[string]VersionedAssignment, len(topics))
+	watches := map[string]<-chan zk.Event{}
 	err := parallel(len(topics), func(i int) error {
-		data, stat, err := c.conn.Get(TopicPath(topics[i]))
+		var (
+			data []byte
+			stat *zk.Stat
+			ch   <-chan zk.Event
+			err  error
+		)
+		if watch {
+			data, stat, ch, err = c.conn.GetW(TopicPath(topics[i]))
+		} else {
+			data, stat, err = c.conn.Get(TopicPath(topics[i]))
+		}
 		if errors.Is(err, zk.ErrNoNode) {
 			return nil
 		}
@@ -190,10 +250,27 @@ func (c *Client) TopicAssignments(topics ...string) (map[string]VersionedAssignm
 		}
 		mu.Lock()
 		out[topics[i]] = VersionedAssignment{a, stat.Version}
+		if watch {
+			watches[topics[i]] = ch
+		}
 		mu.Unlock()
 		return nil
 	})
-	return out, err
+	return out, watches, err
+}
+
+// AddPartitions rewrites a topic's assignment with new partitions added,
+// as Kafka's AdminZkClient.addPartitions does for CreatePartitions on any
+// broker: an admin's write, not the controller's (so not fenced by its
+// epoch), which the controller notices through its data watch on the
+// topic's znode. It is conditional on the version the caller read, so
+// that it never overwrites a change made since (a reassignment's step, a
+// concurrent CreatePartitions): zk.ErrBadVersion, wrapped, then.
+func (c *Client) AddPartitions(topic string, a TopicAssignment, version int32) error {
+	if _, err := c.conn.Set(TopicPath(topic), a.Encode(), version); err != nil {
+		return fmt.Errorf("kafkazk: write %s: %w", TopicPath(topic), err)
+	}
+	return nil
 }
 
 // SetTopicAssignment rewrites a topic's assignment (a reassignment's

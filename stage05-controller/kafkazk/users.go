@@ -39,7 +39,7 @@ func (c *Client) SetUserConfig(user string, config map[string]string) error {
 
 // UserConfig reads a user's config (none if it has none).
 func (c *Client) UserConfig(user string) (map[string]string, error) {
-	return c.entityConfig(ConfigUserPath(user))
+	return c.entityConfig("users", SanitizeUser(user))
 }
 
 // Users lists the users that have a config, desanitized, sorted.

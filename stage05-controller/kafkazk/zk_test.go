@@ -241,6 +241,27 @@ func TestZooKeeperLayout(t *testing.T) {
 			"six blocks claimed, two by each broker")
 	})
 
+	t.Run("dynamic broker configs are written per broker and cluster-wide, each with a notification", func(t *testing.T) {
+		c := connect(t, ens)
+		cfg, err := c.BrokerConfig("7")
+		require.NoError(t, err)
+		require.Empty(t, cfg, "no znode: no dynamic config")
+		for _, b := range []string{"7", kafkazk.ConfigBrokerDefault} {
+			require.NoError(t, c.SetBrokerConfig(b, map[string]string{"log.retention.ms": "1000"}))
+			raw, _, err := c.Conn().Get(kafkazk.ConfigBrokerPath(b))
+			require.NoError(t, err)
+			require.Equal(t, `{"version":1,"config":{"log.retention.ms":"1000"}}`, string(raw))
+			changes, _, err := c.ConfigChangesW()
+			require.NoError(t, err)
+			entity, err := c.ConfigChange(changes[len(changes)-1])
+			require.NoError(t, err)
+			require.Equal(t, "brokers/"+b, entity)
+			cfg, err := c.BrokerConfig(b)
+			require.NoError(t, err)
+			require.Equal(t, map[string]string{"log.retention.ms": "1000"}, cfg)
+		}
+	})
+
 	t.Run("a topic is created, configured and deleted", func(t *testing.T) {
 		c := connect(t, ens)
 		a := kafkazk.TopicAssignment{ID: kafkazk.TopicID{1, 2, 3}, Replicas: map[int32][]int32{0: {0, 1, 2}, 1: {1, 2, 0}}}
@@ -346,6 +367,38 @@ func TestZooKeeperLayout(t *testing.T) {
 			exists, _, err := c.Conn().Exists(p)
 			require.NoError(t, err)
 			require.True(t, exists, p)
+		}
+	})
+
+	t.Run("broker sequence ids are distinct and count up from 1", func(t *testing.T) {
+		clients := []*kafkazk.Client{connect(t, ens), connect(t, ens), connect(t, ens)}
+		first, err := clients[0].GenerateBrokerSequenceID()
+		require.NoError(t, err)
+		require.GreaterOrEqual(t, first, int32(1), "the first write of /brokers/seqid makes version 1")
+		ids := make([][]int32, len(clients))
+		var wg sync.WaitGroup
+		for i, c := range clients {
+			wg.Go(func() {
+				for range 10 {
+					id, err := c.GenerateBrokerSequenceID()
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					ids[i] = append(ids[i], id)
+				}
+			})
+		}
+		wg.Wait()
+		seen := map[int32]bool{}
+		for _, l := range ids {
+			for _, id := range l {
+				require.False(t, seen[id], "id %d given twice", id)
+				seen[id] = true
+			}
+		}
+		for id := first + 1; id <= first+30; id++ {
+			require.True(t, seen[id], "id %d was skipped: the version counts every write", id)
 		}
 	})
 }

@@ -31,14 +31,6 @@ func (s *Server) createTopicsAPI() broker.API {
 // legalTopic is Kafka's rule for topic names.
 var legalTopic = regexp.MustCompile(`^[a-zA-Z0-9._-]+$`)
 
-// topicKeys are the topic-level configs this workbook's brokers use; a
-// CreateTopics config outside them is refused (INVALID_CONFIG) rather
-// than stored and ignored.
-var topicKeys = []string{"cleanup.policy", "min.insync.replicas", "unclean.leader.election.enable", "retention.ms",
-	"retention.bytes", "segment.bytes", "segment.ms", "segment.index.bytes", "index.interval.bytes", "file.delete.delay.ms",
-	"max.message.bytes", "message.timestamp.type", "compression.type", "delete.retention.ms", "min.cleanable.dirty.ratio",
-	"flush.messages", "flush.ms"}
-
 func (s *Server) handleCreateTopics(r *broker.Request) {
 	req := r.Body.(*kmsg.CreateTopicsRequest)
 	resp := kmsg.NewPtrCreateTopicsResponse()
@@ -115,7 +107,7 @@ func (s *Server) createTopic(t kmsg.CreateTopicsRequestTopic, validateOnly bool,
 	}
 	config := map[string]string{}
 	for _, c := range t.Configs {
-		if !slices.Contains(topicKeys, c.Name) {
+		if _, ok := lookupTopicKey(c.Name); !ok { // topicKeys
 			return kerr.InvalidConfig.Code, fmt.Sprintf("unknown topic config %q", c.Name)
 		}
 		if c.Value == nil {

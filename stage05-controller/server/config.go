@@ -2,6 +2,8 @@ package server
 
 import (
 	"log/slog"
+	"maps"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -68,23 +70,39 @@ type Config struct {
 	Group                    group.Config
 	OffsetsReplicationFactor int
 	OffsetsSegmentBytes      int64
+	// Props are the properties ParseConfig read: DescribeConfigs answers
+	// them as STATIC_BROKER_CONFIG. A Config built by hand may leave it
+	// nil (every key is then answered with Kafka's default).
+	Props map[string]string
+}
+
+// ownKeys are this stage's keys.
+func ownKeys() []string {
+	return append([]string{KeyZookeeperConnect, KeyZookeeperSessionTimeout, KeyZookeeperConnectionTimeout,
+		KeyControlledShutdownEnable, KeyControlledShutdownMaxRetries, KeyControlledShutdownRetryBackoff,
+		KeyNumPartitions, KeyDefaultReplicationFactor, KeyBrokerRack,
+		KeyAutoLeaderRebalance, KeyLeaderImbalanceCheckInterval, KeyLeaderImbalancePerBrokerPercentage}, groupKeys...)
+}
+
+// Keys lists every key ParseConfig knows, sorted: stage 04's (and so
+// every stage's below) and this stage's.
+func Keys() []string {
+	out := append(server.Keys(), ownKeys()...)
+	slices.Sort(out)
+	return slices.Compact(out)
 }
 
 // ParseConfig reads a broker's configuration; every key must be known,
 // and a bad value is an error that names the key and the value.
 func ParseConfig(props map[string]string, logger *slog.Logger) (Config, error) {
-	keys := append([]string{KeyZookeeperConnect, KeyZookeeperSessionTimeout, KeyZookeeperConnectionTimeout,
-		KeyControlledShutdownEnable, KeyControlledShutdownMaxRetries, KeyControlledShutdownRetryBackoff,
-		KeyNumPartitions, KeyDefaultReplicationFactor, KeyBrokerRack,
-		KeyAutoLeaderRebalance, KeyLeaderImbalanceCheckInterval, KeyLeaderImbalancePerBrokerPercentage}, groupKeys...)
-	base, err := server.ParseConfig(props, logger, keys...)
+	base, err := server.ParseConfig(props, logger, ownKeys()...)
 	if err != nil {
 		return Config{}, err
 	}
 	cfg := Config{Config: base, ZookeeperConnect: strings.TrimSpace(props[KeyZookeeperConnect]),
 		ZookeeperSessionTimeout: kafkazk.DefaultSessionTimeout, ControlledShutdown: true, ControlledShutdownRetries: 3,
 		ControlledShutdownBackoff: 5 * time.Second, NumPartitions: 1, DefaultReplicationFactor: 1, Rack: props[KeyBrokerRack],
-		AutoLeaderRebalance: true, LeaderImbalanceCheck: 300 * time.Second, LeaderImbalancePercentage: 10}
+		AutoLeaderRebalance: true, LeaderImbalanceCheck: 300 * time.Second, LeaderImbalancePercentage: 10, Props: maps.Clone(props)}
 	if cfg.ZookeeperConnect == "" {
 		return Config{}, &commitlog.ConfigError{Key: KeyZookeeperConnect, Value: props[KeyZookeeperConnect],
 			Reason: "required: the ZooKeeper ensemble, host:port[,host:port...]"}

@@ -1,9 +1,14 @@
 package server
 
 import (
+	"errors"
+	"maps"
 	"slices"
+	"strconv"
 	"strings"
+	"sync"
 
+	"github.com/go-zookeeper/zk"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kafkaworkbook/workbook/stage01-log/commitlog"
@@ -13,51 +18,159 @@ import (
 )
 
 // configWatcher keeps this broker's topic configs as ZooKeeper holds
-// them (Kafka's DynamicConfigManager for topics): all of /config/topics at
-// start, then the topic named by each new /config/changes notification
-// (kafkazk's ConfigChangeListener), so that a topic's min.insync.replicas,
-// cleanup.policy or retention.ms set with an admin tool applies on every
-// broker. A topic new to this broker has its config read before its first
-// log is created (LeaderAndIsr), as Kafka's LogManager reads it when it
-// creates a log: a topic's creation writes no notification.
+// them (Kafka's DynamicConfigManager for topics and brokers): all of
+// /config/topics and this broker's /config/brokers entries at start, then
+// the entity named by each new /config/changes notification, so that a
+// topic's min.insync.replicas, cleanup.policy or retention.ms set with an
+// admin tool applies on every broker. A topic new to this broker has its
+// config read before its first log is created (LeaderAndIsr), as Kafka's
+// LogManager reads it when it creates a log: a topic's creation writes no
+// notification. A dynamic broker config (log.retention.ms for every
+// topic without its own retention.ms) is applied as each such topic's
+// effective config, so it too takes effect at once.
 type configWatcher struct {
-	s        *Server
-	listener *kafkazk.ConfigChangeListener
+	s *Server
+
+	mu   sync.Mutex
+	last string // the newest notification applied. Protected by mu.
+	// broker and cluster are the dynamic broker configs:
+	// /config/brokers/<id> and /config/brokers/<default>. Protected by mu.
+	broker, cluster map[string]string
+	done            chan struct{} // closed by stop
+	wg              sync.WaitGroup
 }
 
-// start begins listening for changes, then loads every topic's config: a
-// change made in between is applied by both, the later read wins.
-func (w *configWatcher) start() error {
-	l, err := w.s.ZK.ListenConfigChanges(w.changed)
+// dynamic returns the dynamic broker configs, per broker and cluster-wide.
+func (w *configWatcher) dynamic() (broker, cluster map[string]string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.broker, w.cluster
+}
+
+// loadBrokerConfigs reads this broker's dynamic broker configs.
+func (w *configWatcher) loadBrokerConfigs() error {
+	broker, err := w.s.ZK.BrokerConfig(strconv.Itoa(int(w.s.ID())))
 	if err != nil {
 		return err
 	}
-	w.listener = l
+	cluster, err := w.s.ZK.BrokerConfig(kafkazk.ConfigBrokerDefault)
+	if err != nil {
+		return err
+	}
+	w.mu.Lock()
+	w.broker, w.cluster = broker, cluster
+	w.mu.Unlock()
+	return nil
+}
+
+// start loads the dynamic broker configs and every topic's config and
+// begins watching for changes.
+func (w *configWatcher) start() error {
+	w.done = make(chan struct{})
+	if err := w.loadBrokerConfigs(); err != nil {
+		return err
+	}
 	topics, err := w.s.ZK.Topics()
+	if err != nil {
+		return err
+	}
+	names, ch, err := w.s.ZK.ConfigChangesW()
 	if err != nil {
 		return err
 	}
 	for _, t := range topics {
 		w.apply(t)
 	}
+	if len(names) > 0 {
+		w.last = names[len(names)-1] // what came before was read above
+	}
+	w.wait(ch)
 	return nil
 }
 
-// changed applies a notification's entity if it is a topic.
-func (w *configWatcher) changed(entity string) {
-	if topic, ok := strings.CutPrefix(entity, "topics/"); ok {
-		w.apply(topic)
+// wait handles the next change when ch fires.
+func (w *configWatcher) wait(ch <-chan zk.Event) {
+	w.wg.Go(func() {
+		select {
+		case <-w.done:
+		case <-ch:
+			w.changed()
+		}
+	})
+}
+
+// changed applies the notifications newer than the last applied.
+func (w *configWatcher) changed() {
+	names, ch, err := w.s.ZK.ConfigChangesW()
+	if err != nil {
+		w.s.logger.Warn("reading /config/changes", "err", err)
+		return
+	}
+	w.mu.Lock()
+	var fresh []string
+	for _, n := range names {
+		if n > w.last {
+			fresh = append(fresh, n)
+		}
+	}
+	if len(fresh) > 0 {
+		w.last = fresh[len(fresh)-1]
+	}
+	w.mu.Unlock()
+	for _, n := range fresh {
+		entity, err := w.s.ZK.ConfigChange(n)
+		if errors.Is(err, zk.ErrNoNode) {
+			continue // deleted since it was listed: nothing to apply
+		}
+		if err != nil {
+			w.s.logger.Warn("ignoring a config change notification", "name", n, "err", err)
+			continue
+		}
+		if topic, ok := strings.CutPrefix(entity, kafkazk.ConfigEntityTopics+"/"); ok {
+			w.apply(topic)
+		}
+		if b, ok := strings.CutPrefix(entity, kafkazk.ConfigEntityBrokers+"/"); ok &&
+			(b == kafkazk.ConfigBrokerDefault || b == strconv.Itoa(int(w.s.ID()))) {
+			w.brokerConfigChanged()
+		}
+	}
+	w.wait(ch)
+}
+
+// brokerConfigChanged reads the dynamic broker configs again and applies
+// every topic's config with them.
+func (w *configWatcher) brokerConfigChanged() {
+	if err := w.loadBrokerConfigs(); err != nil {
+		w.s.logger.Warn("reading the dynamic broker configs", "err", err)
+		return
+	}
+	topics, err := w.s.ZK.Topics()
+	if err != nil {
+		w.s.logger.Warn("listing topics for a dynamic broker config", "err", err)
+		return
+	}
+	for _, t := range topics {
+		w.apply(t)
 	}
 }
 
 // apply reads a topic's config and sets it on this broker: the ISR keys
 // on stage 04's topic configs, the log keys on the store, which hands them
-// to the topic's logs.
+// to the topic's logs. The keys the topic does not set and a dynamic
+// broker config does are set too: the static broker config stays the
+// store's default.
 func (w *configWatcher) apply(topic string) {
-	config, err := w.s.ZK.TopicConfig(topic)
+	own, err := w.s.ZK.TopicConfig(topic)
 	if err != nil {
 		w.s.logger.Warn("reading a topic config", "topic", topic, "err", err)
 		return
+	}
+	config := maps.Clone(own)
+	for _, v := range w.s.topicConfigValues(own) {
+		if k, _ := lookupTopicKey(v.name); k.live &&
+			(v.source == kmsg.ConfigSourceDynamicBrokerConfig || v.source == kmsg.ConfigSourceDynamicDefaultBrokerConfig) {
+			config[v.name] = v.value
+		}
 	}
 	isrKeys, logKeys := splitTopicConfig(config)
 	if err := w.s.SetTopicConfig(topic, isrKeys); err != nil {
@@ -120,7 +233,8 @@ func (w *configWatcher) wrapLeaderAndIsr() broker.API {
 }
 
 func (w *configWatcher) stop() {
-	if w.listener != nil {
-		w.listener.Stop()
+	if w.done != nil {
+		close(w.done)
+		w.wg.Wait()
 	}
 }

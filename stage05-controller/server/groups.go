@@ -89,7 +89,7 @@ func (s *Server) handleFindCoordinator(r *broker.Request) {
 		c := kmsg.NewFindCoordinatorResponseCoordinator()
 		c.Key = key
 		var msg string
-		c.NodeID, c.Host, c.Port, c.ErrorCode, msg = s.findCoordinator(req.CoordinatorType, key)
+		c.NodeID, c.Host, c.Port, c.ErrorCode, msg = s.findCoordinator(req.CoordinatorType, key, r.Listener())
 		if msg != "" {
 			c.ErrorMessage = &msg
 		}
@@ -103,7 +103,7 @@ func (s *Server) handleFindCoordinator(r *broker.Request) {
 	r.Respond(resp)
 }
 
-func (s *Server) findCoordinator(keyType int8, key string) (node int32, host string, port int32, code int16, msg string) {
+func (s *Server) findCoordinator(keyType int8, key, listener string) (node int32, host string, port int32, code int16, msg string) {
 	switch {
 	case keyType != 0:
 		return -1, "", -1, kerr.InvalidRequest.Code, "only group coordinators (key type 0) are served: this broker has no transactions"
@@ -121,11 +121,11 @@ func (s *Server) findCoordinator(keyType int8, key string) (node int32, host str
 	if !ok || p.Leader < 0 {
 		return -1, "", -1, kerr.CoordinatorNotAvailable.Code, "the group's partition of " + group.Topic + " has no leader"
 	}
-	b, ok := s.Metadata.Broker(p.Leader)
-	if !ok {
-		return -1, "", -1, kerr.CoordinatorNotAvailable.Code, fmt.Sprintf("broker %d is not alive", p.Leader)
+	host, port, found := s.Metadata.BrokerFor(p.Leader, listener) // its address on the listener the client asked on
+	if !found {
+		return -1, "", -1, kerr.CoordinatorNotAvailable.Code, fmt.Sprintf("broker %d is not alive on listener %s", p.Leader, listener)
 	}
-	return b.ID, b.Host, b.Port, 0, ""
+	return p.Leader, host, port, 0, ""
 }
 
 // createOffsetsTopic creates __consumer_offsets with

@@ -11,7 +11,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"strconv"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -27,6 +26,12 @@ import (
 // Options are the parts of a server that are not Kafka configuration.
 type Options struct {
 	Logger *slog.Logger
+	// BrokerConfigs are broker configs a later stage parsed itself
+	// (listeners, ssl.*, sasl.*), which DescribeConfigs shows besides this
+	// stage's keys; secrets marked Sensitive are answered as null.
+	BrokerConfigs []BrokerConfigEntry
+	// PerListener: see broker.Options.PerListener (final: TLS and SASL).
+	PerListener broker.ListenerOptions
 }
 
 // Server is a stage 05 broker.
@@ -39,6 +44,8 @@ type Server struct {
 	cfg    Config
 	logger *slog.Logger
 	config *configWatcher
+	// brokerConfigs: Options.BrokerConfigs, for DescribeConfigs.
+	brokerConfigs []BrokerConfigEntry
 }
 
 // New connects to ZooKeeper, creates Kafka's persistent znodes and the
@@ -64,8 +71,8 @@ func New(cfg Config, opts Options) (*Server, error) {
 		zk.Close()
 		return nil, err
 	}
-	s := &Server{ZK: zk, cfg: cfg, logger: logger}
-	base, err := s4.New(cfg.Config, s4.Options{Logger: opts.Logger, States: zk, ProducerIDs: zk.ProducerIDBlock(), ClusterID: clusterID,
+	s := &Server{ZK: zk, cfg: cfg, logger: logger, brokerConfigs: opts.BrokerConfigs}
+	base, err := s4.New(cfg.Config, s4.Options{Logger: opts.Logger, PerListener: opts.PerListener, States: zk, ProducerIDs: zk.ProducerIDBlock(), ClusterID: clusterID,
 		StateChanged: s.offsetsPartitionChanged})
 	if err != nil {
 		zk.Close()
@@ -75,7 +82,8 @@ func New(cfg Config, opts Options) (*Server, error) {
 	s.Groups = group.New(cfg.Group, offsetsWriter{s}, group.Options{Logger: logger.With("component", "group-coordinator")})
 	s.Controller = controller.New(zk, cfg.Replica.BrokerID, controller.Options{Logger: logger.With("component", "controller"),
 		UncleanLeaderElection: cfg.Topic.UncleanLeaderElection, AutoLeaderRebalance: cfg.AutoLeaderRebalance,
-		LeaderImbalanceCheckInterval: cfg.LeaderImbalanceCheck, LeaderImbalancePerBrokerPercentage: cfg.LeaderImbalancePercentage})
+		LeaderImbalanceCheckInterval: cfg.LeaderImbalanceCheck, LeaderImbalancePerBrokerPercentage: cfg.LeaderImbalancePercentage,
+		InterBrokerListener: cfg.Broker.InterBrokerListener})
 	s.config = &configWatcher{s: s}
 	s.Register(s.config.wrapLeaderAndIsr())
 	s.Register(s.createTopicsAPI())
@@ -83,7 +91,12 @@ func New(cfg Config, opts Options) (*Server, error) {
 	s.Register(s.controlledShutdownAPI())
 	s.Register(s.alterPartitionReassignmentsAPI())
 	s.Register(s.listPartitionReassignmentsAPI())
+	s.Register(s.createPartitionsAPI())
+	s.Register(s.describeClusterAPI())
 	s.Register(broker.ProduceAPI(s.ProduceAppender()))
+	for _, api := range s.configAPIs() {
+		s.Register(api)
+	}
 	for _, api := range s.groupAPIs() {
 		s.Register(api)
 	}
@@ -129,18 +142,19 @@ func (s *Server) failStart(err error) error {
 	return err
 }
 
-// register writes /brokers/ids/<id> and takes its creation zxid as the
+// register writes /brokers/ids/<id>, with every advertised listener and
+// the listener_security_protocol_map, and takes its creation zxid as the
 // broker epoch (KIP-380).
 func (s *Server) register() error {
 	e := s.Endpoint()
-	info := kafkazk.BrokerInfo{ID: s.ID(), JmxPort: -1, Rack: s.cfg.Rack, Timestamp: time.Now(), Endpoints: []kafkazk.Endpoint{
-		{Listener: "PLAINTEXT", SecurityProtocol: "PLAINTEXT", Host: e.Host, Port: int(e.Port)}}}
+	info := kafkazk.BrokerInfo{ID: s.ID(), JmxPort: -1, Rack: s.cfg.Rack, Timestamp: time.Now(), Endpoints: registeredEndpoints(e)}
 	epoch, err := s.ZK.RegisterBroker(info)
 	if err != nil {
 		return err
 	}
 	s.SetBrokerEpoch(epoch)
-	s.logger.Info("registered in ZooKeeper", "path", kafkazk.BrokerPath(s.ID()), "broker_epoch", epoch, "endpoint", e.HostPort())
+	s.logger.Info("registered in ZooKeeper", "path", kafkazk.BrokerPath(s.ID()), "broker_epoch", epoch, "endpoint", e.HostPort(),
+		"endpoints", endpointList(info.Endpoints))
 	return nil
 }
 
@@ -203,8 +217,8 @@ func (s *Server) askControlledShutdown(ctx context.Context) (int, error) {
 	}
 	var target string
 	for _, b := range brokers {
-		if b.ID == id && len(b.Endpoints) > 0 {
-			target = b.Endpoints[0].Host + ":" + strconv.Itoa(b.Endpoints[0].Port)
+		if b.ID == id {
+			target, _ = controller.InterBrokerAddr(b.Endpoints, s.cfg.Broker.InterBrokerListener)
 		}
 	}
 	if target == "" {

@@ -1,0 +1,116 @@
+// Package server assembles the final broker: stage 06's broker (stage
+// 05's controller, groups and ZooKeeper state, stage 04's ISR and acks,
+// stage 03's replication, stage 02's network and APIs, stage 01's log,
+// with sendfile and compression.type switched on), configured from one
+// set of Kafka keys (config.go).
+//
+// What final adds is integration: the configuration (broker ids
+// generated from ZooKeeper as Kafka does), and the wiring of the
+// security and metrics packages. No mechanism lives here: each is in the
+// stage that teaches it.
+package server
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net"
+	"strconv"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kafkaworkbook/workbook/final/metrics"
+	s5 "github.com/kafkaworkbook/workbook/stage05-controller/server"
+	s6 "github.com/kafkaworkbook/workbook/stage06-performance/server"
+)
+
+// Options are the parts of a server that are not Kafka configuration.
+type Options struct {
+	Logger *slog.Logger // slog.Default if nil
+}
+
+// Server is the final broker.
+type Server struct {
+	*s5.Server
+	// Metrics are the broker's Prometheus metrics (package metrics),
+	// served on metrics.prometheus.listener when it is set.
+	Metrics *metrics.Metrics
+
+	cfg      Config
+	logger   *slog.Logger
+	endpoint *metrics.Endpoint // nil when metrics are not served
+}
+
+// New builds the broker from cfg; nothing listens until Start.
+func New(cfg Config, opts Options) (*Server, error) {
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	base, err := s6.New(cfg.Config, s6.Options{Options: s5.Options{Logger: opts.Logger, BrokerConfigs: cfg.describedKeys()}})
+	if err != nil {
+		return nil, err
+	}
+	m, err := metrics.New(base) // before Start: it installs the request observer
+	if err != nil {
+		return nil, err
+	}
+	return &Server{Server: base, Metrics: m, cfg: cfg, logger: opts.Logger}, nil
+}
+
+// FinalConfig is the configuration the server was built from.
+func (s *Server) FinalConfig() Config { return s.cfg }
+
+// Start starts the broker: it listens, registers in ZooKeeper and runs
+// for controller.
+func (s *Server) Start() error {
+	if err := s.Server.Start(); err != nil {
+		return err
+	}
+	if s.cfg.MetricsListener != "" {
+		e, err := s.Metrics.Serve(s.cfg.MetricsListener, s.logger)
+		if err != nil {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			return errors.Join(err, s.Server.Shutdown(ctx))
+		}
+		s.endpoint = e
+	}
+	s.logger.Info("final broker started", "broker.id", s.ID(), "broker.id.source", s.cfg.BrokerIDSource)
+	return nil
+}
+
+// MetricsAddr is where the metrics are served, nil when they are not.
+func (s *Server) MetricsAddr() net.Addr {
+	if s.endpoint == nil {
+		return nil
+	}
+	return s.endpoint.Addr()
+}
+
+// Shutdown stops the broker as stage 05 does (controlled shutdown first),
+// then the metrics endpoint, which answers scrapes until the end.
+func (s *Server) Shutdown(ctx context.Context) error {
+	err := s.Server.Shutdown(ctx)
+	if s.endpoint != nil {
+		err = errors.Join(err, s.endpoint.Close(ctx))
+	}
+	s.Metrics.Close()
+	return err
+}
+
+// describedKeys are final's own keys as DescribeConfigs shows them (stage
+// 05's Options.BrokerConfigs seam): read-only, with their source.
+func (c Config) describedKeys() []s5.BrokerConfigEntry {
+	_, genSet := c.own[KeyBrokerIDGeneration]
+	_, maxSet := c.own[KeyReservedBrokerMaxID]
+	_, metricsSet := c.own[metrics.KeyListener]
+	return []s5.BrokerConfigEntry{
+		{Name: metrics.KeyListener, Value: c.MetricsListener, Default: !metricsSet, Type: kmsg.ConfigTypeString,
+			Doc: "Where Prometheus metrics are served, host:port; empty: not served."},
+		{Name: KeyBrokerIDGeneration, Value: strconv.FormatBool(c.BrokerIDGeneration), Default: !genSet, Type: kmsg.ConfigTypeBoolean,
+			Doc: "Whether a broker without broker.id gets one from ZooKeeper, above reserved.broker.max.id."},
+		{Name: KeyReservedBrokerMaxID, Value: strconv.Itoa(int(c.ReservedBrokerMaxID)), Default: !maxSet, Type: kmsg.ConfigTypeInt,
+			Doc: "The largest configurable broker id; generated ids start above it."},
+	}
+}

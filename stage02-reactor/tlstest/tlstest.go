@@ -1,0 +1,123 @@
+// Package tlstest makes the certificates a test of a TLS listener needs: a
+// self-signed certificate authority, a server certificate for 127.0.0.1
+// and localhost, and client certificates, all made in memory with
+// crypto/x509 (ECDSA P-256, valid for a day). Nothing touches the disk.
+//
+//	pki := tlstest.New(t)
+//	server := pki.ServerConfig(tls.RequireAndVerifyClientCert) // a listener's *tls.Config
+//	client := pki.ClientConfig("alice")                        // kgo.DialTLSConfig(client)
+package tlstest
+
+import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"math/big"
+	"net"
+	"testing"
+	"time"
+)
+
+// PKI is a test certificate authority and the server certificate it signed.
+type PKI struct {
+	t      testing.TB
+	caCert *x509.Certificate
+	caKey  *ecdsa.PrivateKey
+	// Pool holds the CA: clients verify the server with it (RootCAs), a
+	// server requiring client certificates verifies them with it
+	// (ClientCAs).
+	Pool *x509.CertPool
+	// Server is the server's certificate, for 127.0.0.1, ::1 and localhost.
+	Server tls.Certificate
+}
+
+// New makes a CA and a server certificate; it fails the test on error.
+func New(t testing.TB) *PKI {
+	t.Helper()
+	key := newKey(t)
+	tmpl := &x509.Certificate{
+		SerialNumber:          big.NewInt(1),
+		Subject:               pkix.Name{CommonName: "workbook test CA"},
+		NotBefore:             time.Now().Add(-time.Hour),
+		NotAfter:              time.Now().Add(24 * time.Hour),
+		IsCA:                  true,
+		BasicConstraintsValid: true,
+		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatalf("tlstest: CA certificate: %v", err)
+	}
+	ca, err := x509.ParseCertificate(der)
+	if err != nil {
+		t.Fatalf("tlstest: CA certificate: %v", err)
+	}
+	p := &PKI{t: t, caCert: ca, caKey: key, Pool: x509.NewCertPool()}
+	p.Pool.AddCert(ca)
+	p.Server = p.issue("localhost", x509.ExtKeyUsageServerAuth, []string{"localhost"},
+		[]net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback})
+	return p
+}
+
+// CAPEM is the CA's certificate in PEM, for clients that read it from a
+// file (kcat's ssl.ca.location, Kafka's ssl.truststore with type PEM).
+func (p *PKI) CAPEM() []byte {
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: p.caCert.Raw})
+}
+
+// ServerConfig is a listener's TLS configuration: the server certificate,
+// and client certificates verified against the CA as clientAuth says
+// (tls.NoClientCert, tls.RequireAndVerifyClientCert, ...; Kafka's
+// ssl.client.auth=none, required, requested).
+func (p *PKI) ServerConfig(clientAuth tls.ClientAuthType) *tls.Config {
+	return &tls.Config{Certificates: []tls.Certificate{p.Server}, ClientAuth: clientAuth, ClientCAs: p.Pool,
+		MinVersion: tls.VersionTLS12}
+}
+
+// ClientConfig is a client's TLS configuration trusting the CA, with a
+// client certificate for commonName (its subject, CN=commonName), or none
+// when commonName is "".
+func (p *PKI) ClientConfig(commonName string) *tls.Config {
+	c := &tls.Config{RootCAs: p.Pool, MinVersion: tls.VersionTLS12}
+	if commonName != "" {
+		c.Certificates = []tls.Certificate{p.issue(commonName, x509.ExtKeyUsageClientAuth, nil, nil)}
+	}
+	return c
+}
+
+// issue signs a certificate for commonName with the CA.
+func (p *PKI) issue(commonName string, usage x509.ExtKeyUsage, dns []string, ips []net.IP) tls.Certificate {
+	p.t.Helper()
+	key := newKey(p.t)
+	serial, err := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 62))
+	if err != nil {
+		p.t.Fatalf("tlstest: serial: %v", err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: serial,
+		Subject:      pkix.Name{CommonName: commonName},
+		NotBefore:    time.Now().Add(-time.Hour),
+		NotAfter:     time.Now().Add(24 * time.Hour),
+		KeyUsage:     x509.KeyUsageDigitalSignature,
+		ExtKeyUsage:  []x509.ExtKeyUsage{usage},
+		DNSNames:     dns,
+		IPAddresses:  ips,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, p.caCert, &key.PublicKey, p.caKey)
+	if err != nil {
+		p.t.Fatalf("tlstest: certificate for %s: %v", commonName, err)
+	}
+	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}
+}
+
+func newKey(t testing.TB) *ecdsa.PrivateKey {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatalf("tlstest: key: %v", err)
+	}
+	return key
+}
