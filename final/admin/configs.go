@@ -4,12 +4,17 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"log/slog"
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kafkaworkbook/workbook/final/security"
+	"github.com/kafkaworkbook/workbook/stage05-controller/kafkazk"
 )
 
 const configsUsage = `admin configs: describe and alter topic, broker and user configs
@@ -69,13 +74,36 @@ type SCRAMChange struct {
 	Delete     bool
 }
 
-// ZooKeeperSCRAM, when set, writes SCRAM credentials straight into
-// ZooKeeper's /config/users/<user>, the way kafka-configs --zookeeper
-// does, for ZooKeeper-mode brokers without AlterUserScramCredentials
-// (before Kafka 2.7 every cluster's first SCRAM user was made this way).
-// The admin command's main sets it from the final module's security
-// code; nil means this build has no ZooKeeper path and --zookeeper says so.
-var ZooKeeperSCRAM func(ctx context.Context, zkConnect string, changes []SCRAMChange) error
+// zooKeeperSCRAM writes SCRAM credentials straight into ZooKeeper's
+// /config/users/<user>, with a /config/changes notification, the way
+// kafka-configs --zookeeper does, for ZooKeeper-mode brokers without
+// AlterUserScramCredentials (before Kafka 2.7 every cluster's first SCRAM
+// user was made this way). Package security writes Kafka's format; every
+// broker's SASL listeners follow the notification, so the user can log in
+// at once.
+func zooKeeperSCRAM(ctx context.Context, zkConnect string, changes []SCRAMChange) error {
+	timeout := 30 * time.Second
+	if d, ok := ctx.Deadline(); ok {
+		timeout = time.Until(d)
+	}
+	zk, err := kafkazk.Connect(zkConnect, kafkazk.Options{SessionTimeout: kafkazk.DefaultSessionTimeout, ConnectionTimeout: timeout,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		return err
+	}
+	defer zk.Close()
+	for _, c := range changes {
+		if c.Delete {
+			err = security.DeleteScramCredential(zk, c.User, c.Mechanism)
+		} else {
+			err = security.AddScramCredential(zk, c.User, c.Mechanism, c.Password, c.Iterations)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
 
 // configsFlags are the flags of admin configs.
 type configsFlags struct {
@@ -369,15 +397,13 @@ func (s *session) describeUsers(ctx context.Context, user string) error {
 }
 
 // runConfigsZooKeeper is --zookeeper: SCRAM credentials written into
-// ZooKeeper by ZooKeeperSCRAM.
+// ZooKeeper by zooKeeperSCRAM.
 func runConfigsZooKeeper(ctx context.Context, f configsFlags, stdout io.Writer) error {
 	switch {
 	case f.entityType != "users" || !f.alter:
 		return usagef("--zookeeper goes with --alter --entity-type users only")
 	case f.conn.bootstrap != "":
 		return usagef("--zookeeper and --bootstrap-server exclude each other")
-	case ZooKeeperSCRAM == nil:
-		return fmt.Errorf("--zookeeper: this build of admin cannot write to ZooKeeper")
 	}
 	changes, err := scramChanges(f)
 	if err != nil {
@@ -385,7 +411,7 @@ func runConfigsZooKeeper(ctx context.Context, f configsFlags, stdout io.Writer) 
 	}
 	ctx, cancel := context.WithTimeout(ctx, f.conn.timeout)
 	defer cancel()
-	if err := ZooKeeperSCRAM(ctx, f.zookeeper, changes); err != nil {
+	if err := zooKeeperSCRAM(ctx, f.zookeeper, changes); err != nil {
 		return fmt.Errorf("write the SCRAM credentials of user %s into ZooKeeper: %w", f.entityName, err)
 	}
 	fmt.Fprintf(stdout, "Completed updating config for user %s.\n", f.entityName)

@@ -1,7 +1,6 @@
 package admin_test
 
 import (
-	"context"
 	"os"
 	"path/filepath"
 	"strings"
@@ -12,8 +11,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"github.com/twmb/franz-go/pkg/kversion"
-
-	"github.com/kafkaworkbook/workbook/final/admin"
 )
 
 // TestConfigsAlterAndDescribeTopicAndBrokerConfigsLikeKafkaConfigs:
@@ -119,8 +116,7 @@ func TestConfigsSetsSCRAMUsersWhoCanThenLogIn(t *testing.T) {
 // TestConfigsSaysWhenTheBrokersCannotSetSCRAMUsers: a cluster without
 // AlterUserScramCredentials (a ZooKeeper-mode broker before Kafka 2.7,
 // or this workbook's) gets an error that names the API and the
-// --zookeeper way around it; --zookeeper hands the change to the hook
-// the final module's main provides.
+// --zookeeper way around it.
 func TestConfigsSaysWhenTheBrokersCannotSetSCRAMUsers(t *testing.T) {
 	versions := kversion.Stable()
 	versions.SetMaxKeyVersion(50, -1)
@@ -131,22 +127,8 @@ func TestConfigsSaysWhenTheBrokersCannotSetSCRAMUsers(t *testing.T) {
 		"--add-config", "SCRAM-SHA-256=[password=alice-secret]")
 	require.Contains(t, r.err, "admin configs --zookeeper host:2181")
 
-	fails(t, "--zookeeper: this build of admin cannot write to ZooKeeper", "configs", "--zookeeper", "127.0.0.1:2181",
-		"--alter", "--entity-type", "users", "--entity-name", "alice", "--add-config", "SCRAM-SHA-256=[password=alice-secret]")
-	var got []admin.SCRAMChange
-	admin.ZooKeeperSCRAM = func(_ context.Context, zk string, changes []admin.SCRAMChange) error {
-		require.Equal(t, "127.0.0.1:2181", zk)
-		got = changes
-		return nil
-	}
-	defer func() { admin.ZooKeeperSCRAM = nil }()
-	require.Equal(t, "Completed updating config for user alice.\n", ok(t, "configs", "--zookeeper", "127.0.0.1:2181",
-		"--alter", "--entity-type", "users", "--entity-name", "alice",
-		"--add-config", "SCRAM-SHA-256=[password=alice-secret],SCRAM-SHA-512=[iterations=4096,password=alice-secret]"))
-	require.Equal(t, []admin.SCRAMChange{
-		{User: "alice", Mechanism: "SCRAM-SHA-256", Password: "alice-secret"},
-		{User: "alice", Mechanism: "SCRAM-SHA-512", Iterations: 4096, Password: "alice-secret"},
-	}, got)
+	// --zookeeper's end to end (a user who then logs in) is in final's
+	// compat suite, TestSecurityListeners.
 }
 
 // clientConfig writes a --command-config file of the given lines.

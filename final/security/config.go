@@ -20,6 +20,50 @@ const (
 	KeyConnectionsMaxReauth  = "connections.max.reauth.ms"
 )
 
+// Keys lists the broker keys this package reads, bare (each may also be
+// given per listener, with ListenerPrefix, and sasl.jaas.config and
+// connections.max.reauth.ms per listener and mechanism).
+func Keys() []string {
+	return []string{KeySASLEnabledMechanisms, KeySASLJAASConfig, KeyConnectionsMaxReauth,
+		KeySSLKeystoreType, KeySSLKeystoreLocation, KeySSLKeystorePassword, KeySSLKeyPassword,
+		KeySSLKeystoreCertificateChain, KeySSLKeystoreKey, KeySSLTruststoreType, KeySSLTruststoreLocation,
+		KeySSLTruststoreCertificates, KeySSLClientAuth, KeySSLEnabledProtocols, KeySSLCipherSuites}
+}
+
+// Sensitive reports whether a key (bare, or with a listener's prefix)
+// holds a secret: a password, a private key, or a JAAS line with
+// passwords in it. DescribeConfigs answers such a key's value as null.
+func Sensitive(key string) bool {
+	for _, k := range []string{KeySASLJAASConfig, KeySSLKeystorePassword, KeySSLKeyPassword, KeySSLKeystoreKey} {
+		if key == k || strings.HasSuffix(key, "."+k) {
+			return true
+		}
+	}
+	return false
+}
+
+// IsKey reports whether key is one this package reads: a bare key of
+// Keys, or listener.name.<listener>.<key>, or, for sasl.jaas.config and
+// connections.max.reauth.ms, listener.name.<listener>.<mechanism>.<key>.
+func IsKey(key string) bool {
+	if slices.Contains(Keys(), key) {
+		return true
+	}
+	rest, ok := strings.CutPrefix(key, "listener.name.")
+	if !ok {
+		return false
+	}
+	_, rest, ok = strings.Cut(rest, ".") // the listener's name
+	if !ok {
+		return false
+	}
+	if slices.Contains(Keys(), rest) {
+		return true
+	}
+	_, rest, ok = strings.Cut(rest, ".") // the mechanism's name
+	return ok && (rest == KeySASLJAASConfig || rest == KeyConnectionsMaxReauth)
+}
+
 // plainLoginModule is the JAAS login module whose user_<name> options are
 // PLAIN's users (Kafka's PlainServerCallbackHandler reads only its options).
 const plainLoginModule = "org.apache.kafka.common.security.plain.PlainLoginModule"

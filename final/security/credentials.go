@@ -89,10 +89,17 @@ type ZKCredentials struct {
 // WatchZKCredentials loads the credentials and follows their changes
 // until Stop.
 func WatchZKCredentials(z *kafkazk.Client, logger *slog.Logger) (*ZKCredentials, error) {
+	return WatchZKCredentialsInto(z, NewCredentialCache(), logger)
+}
+
+// WatchZKCredentialsInto is WatchZKCredentials keeping the credentials in
+// cache: a broker hands the cache to its SASL listeners when it builds
+// them, before its ZooKeeper session exists, and fills it once it does.
+func WatchZKCredentialsInto(z *kafkazk.Client, cache *CredentialCache, logger *slog.Logger) (*ZKCredentials, error) {
 	if logger == nil {
 		logger = slog.Default()
 	}
-	w := &ZKCredentials{CredentialCache: NewCredentialCache(), zk: z, logger: logger}
+	w := &ZKCredentials{CredentialCache: cache, zk: z, logger: logger}
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	l, err := z.ListenConfigChanges(w.changed)

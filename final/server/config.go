@@ -14,6 +14,7 @@ import (
 	"strings"
 
 	"github.com/kafkaworkbook/workbook/final/metrics"
+	"github.com/kafkaworkbook/workbook/final/security"
 	"github.com/kafkaworkbook/workbook/stage01-log/commitlog"
 	"github.com/kafkaworkbook/workbook/stage02-reactor/store"
 	"github.com/kafkaworkbook/workbook/stage05-controller/kafkazk"
@@ -53,6 +54,10 @@ type Config struct {
 
 	// own are final's keys as the properties gave them.
 	own map[string]string
+	// security are the security keys (package security reads them, per
+	// listener): ssl.*, sasl.*, connections.max.reauth.ms and their
+	// listener.name.<listener>. forms.
+	security map[string]string
 }
 
 // ownKeys are the keys final reads and the stages below do not know.
@@ -63,6 +68,7 @@ var ownKeys = []string{KeyBrokerIDGeneration, KeyReservedBrokerMaxID, metrics.Ke
 func Keys() []string {
 	out := append(s5.Keys(), KeyBrokerID)
 	out = append(out, ownKeys...)
+	out = append(out, security.Keys()...)
 	slices.Sort(out)
 	return slices.Compact(out)
 }
@@ -123,12 +129,18 @@ func parseOwnKeys(props map[string]string) (cfg Config, id int32, rest map[strin
 	if rest == nil {
 		rest = map[string]string{}
 	}
-	cfg.own = map[string]string{}
+	cfg.own, cfg.security = map[string]string{}, map[string]string{}
 	for _, k := range ownKeys {
 		if v, ok := rest[k]; ok {
 			cfg.own[k] = v
 		}
 		delete(rest, k)
+	}
+	for k, v := range rest {
+		if security.IsKey(k) {
+			cfg.security[k] = v
+			delete(rest, k)
+		}
 	}
 	if raw, ok := props[KeyBrokerIDGeneration]; ok {
 		v, err := strconv.ParseBool(strings.TrimSpace(raw))

@@ -12,15 +12,22 @@ package server
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"log/slog"
+	"maps"
 	"net"
+	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kafkaworkbook/workbook/final/metrics"
+	"github.com/kafkaworkbook/workbook/final/security"
+	"github.com/kafkaworkbook/workbook/stage02-reactor/broker"
+	"github.com/kafkaworkbook/workbook/stage02-reactor/network"
 	s5 "github.com/kafkaworkbook/workbook/stage05-controller/server"
 	s6 "github.com/kafkaworkbook/workbook/stage06-performance/server"
 )
@@ -40,6 +47,10 @@ type Server struct {
 	cfg      Config
 	logger   *slog.Logger
 	endpoint *metrics.Endpoint // nil when metrics are not served
+	// scram holds the SCRAM credentials the SASL listeners check, filled
+	// from ZooKeeper by scramWatch (nil when no listener enables SCRAM).
+	scram      *security.CredentialCache
+	scramWatch *security.ZKCredentials
 }
 
 // New builds the broker from cfg; nothing listens until Start.
@@ -47,15 +58,63 @@ func New(cfg Config, opts Options) (*Server, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
-	base, err := s6.New(cfg.Config, s6.Options{Options: s5.Options{Logger: opts.Logger, BrokerConfigs: cfg.describedKeys()}})
+	s := &Server{cfg: cfg, logger: opts.Logger, scram: security.NewCredentialCache()}
+	perListener, err := s.listenerSecurity()
 	if err != nil {
 		return nil, err
 	}
-	m, err := metrics.New(base) // before Start: it installs the request observer
+	base, err := s6.New(cfg.Config, s6.Options{Options: s5.Options{Logger: opts.Logger, BrokerConfigs: cfg.describedKeys(),
+		PerListener: perListener}})
 	if err != nil {
 		return nil, err
 	}
-	return &Server{Server: base, Metrics: m, cfg: cfg, logger: opts.Logger}, nil
+	s.Server = base
+	for _, api := range security.APIs() { // ApiVersions lists SaslHandshake and SaslAuthenticate, as Kafka's does
+		base.Register(api)
+	}
+	if s.Metrics, err = metrics.New(base); err != nil { // before Start: it installs the request observer
+		return nil, err
+	}
+	return s, nil
+}
+
+// listenerSecurity reads each listener's TLS and SASL from the security
+// keys (package security) and hands them to the broker through stage
+// 02's per-listener seam: a *tls.Config for SSL and SASL_SSL listeners, a
+// SASL gate in front of SASL_PLAINTEXT and SASL_SSL ones. A bad key stops
+// the broker here, before anything listens.
+func (s *Server) listenerSecurity() (broker.ListenerOptions, error) {
+	per := map[string]security.Listener{}
+	for _, l := range s.cfg.Broker.Listeners {
+		sec, err := security.ForListener(s.cfg.security, l.Name, l.SecurityProtocol, s.scram, s.logger.With("listener", l.Name))
+		if err != nil {
+			return broker.ListenerOptions{}, err
+		}
+		per[l.Name] = sec
+	}
+	return broker.ListenerOptions{
+		TLS: func(l broker.Listener) (*tls.Config, error) { return per[l.Name].TLS, nil },
+		WrapHandler: func(l broker.Listener, next network.Handler) network.Handler {
+			if sec, ok := per[l.Name]; ok {
+				return sec.Wrap(next)
+			}
+			return next
+		},
+	}, nil
+}
+
+// usesScram reports whether a SASL listener enables a SCRAM mechanism.
+func (s *Server) usesScram() bool {
+	for _, l := range s.cfg.Broker.Listeners {
+		if !strings.HasPrefix(l.SecurityProtocol, "SASL_") {
+			continue
+		}
+		mechs, _ := security.ListenerValue(s.cfg.security, l.Name, security.KeySASLEnabledMechanisms)
+		if strings.Contains(strings.ToUpper(mechs), "SCRAM-") {
+			return true
+		}
+	}
+	return false
 }
 
 // FinalConfig is the configuration the server was built from.
@@ -64,6 +123,15 @@ func (s *Server) FinalConfig() Config { return s.cfg }
 // Start starts the broker: it listens, registers in ZooKeeper and runs
 // for controller.
 func (s *Server) Start() error {
+	if s.usesScram() {
+		// Before the listeners open: a client's first SCRAM login finds
+		// every user ZooKeeper holds.
+		w, err := security.WatchZKCredentialsInto(s.ZK, s.scram, s.logger.With("component", "scram-credentials"))
+		if err != nil {
+			return err
+		}
+		s.scramWatch = w
+	}
 	if err := s.Server.Start(); err != nil {
 		return err
 	}
@@ -96,6 +164,9 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		err = errors.Join(err, s.endpoint.Close(ctx))
 	}
 	s.Metrics.Close()
+	if s.scramWatch != nil {
+		s.scramWatch.Stop()
+	}
 	return err
 }
 
@@ -105,7 +176,7 @@ func (c Config) describedKeys() []s5.BrokerConfigEntry {
 	_, genSet := c.own[KeyBrokerIDGeneration]
 	_, maxSet := c.own[KeyReservedBrokerMaxID]
 	_, metricsSet := c.own[metrics.KeyListener]
-	return []s5.BrokerConfigEntry{
+	entries := []s5.BrokerConfigEntry{
 		{Name: metrics.KeyListener, Value: c.MetricsListener, Default: !metricsSet, Type: kmsg.ConfigTypeString,
 			Doc: "Where Prometheus metrics are served, host:port; empty: not served."},
 		{Name: KeyBrokerIDGeneration, Value: strconv.FormatBool(c.BrokerIDGeneration), Default: !genSet, Type: kmsg.ConfigTypeBoolean,
@@ -113,4 +184,8 @@ func (c Config) describedKeys() []s5.BrokerConfigEntry {
 		{Name: KeyReservedBrokerMaxID, Value: strconv.Itoa(int(c.ReservedBrokerMaxID)), Default: !maxSet, Type: kmsg.ConfigTypeInt,
 			Doc: "The largest configurable broker id; generated ids start above it."},
 	}
+	for _, k := range slices.Sorted(maps.Keys(c.security)) {
+		entries = append(entries, s5.BrokerConfigEntry{Name: k, Value: c.security[k], Sensitive: security.Sensitive(k), Type: kmsg.ConfigTypeString})
+	}
+	return entries
 }

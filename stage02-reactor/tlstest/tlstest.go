@@ -69,6 +69,22 @@ func (p *PKI) CAPEM() []byte {
 	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: p.caCert.Raw})
 }
 
+// ServerKeystorePEM is the server's certificate chain and private key in
+// one PEM file, as Kafka's ssl.keystore.type=PEM reads a keystore
+// (KIP-651): for brokers started as processes, which read it from a file.
+func (p *PKI) ServerKeystorePEM() []byte {
+	p.t.Helper()
+	var out []byte
+	for _, der := range p.Server.Certificate {
+		out = append(out, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})...)
+	}
+	key, err := x509.MarshalPKCS8PrivateKey(p.Server.PrivateKey)
+	if err != nil {
+		p.t.Fatalf("tlstest: server key: %v", err)
+	}
+	return append(out, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: key})...)
+}
+
 // ServerConfig is a listener's TLS configuration: the server certificate,
 // and client certificates verified against the CA as clientAuth says
 // (tls.NoClientCert, tls.RequireAndVerifyClientCert, ...; Kafka's
