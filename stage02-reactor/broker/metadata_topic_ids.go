@@ -36,15 +36,20 @@ func UnknownTopicIDMetadata(id store.TopicID) kmsg.MetadataResponseTopic {
 }
 
 // metadataByTopicID answers a v12 request that names topics by id, from
-// the store; false if it names none.
+// the store, the ids it cannot name first (as Kafka orders them); false if
+// it names none.
 func (b *Broker) metadataByTopicID(req *kmsg.MetadataRequest, version int16, resp *kmsg.MetadataResponse) bool {
 	ids := RequestedTopicIDs(req, version)
+	var known []string
 	for _, id := range ids {
 		if name, ok := b.store.TopicName(id); ok {
-			resp.Topics = append(resp.Topics, b.topicMetadata(name))
+			known = append(known, name)
 		} else {
 			resp.Topics = append(resp.Topics, UnknownTopicIDMetadata(id))
 		}
+	}
+	for _, name := range known {
+		resp.Topics = append(resp.Topics, b.topicMetadata(name))
 	}
 	return len(ids) > 0
 }

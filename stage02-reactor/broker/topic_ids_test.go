@@ -235,3 +235,17 @@ func metadataTopicID(t *testing.T, tb *testBroker, topic string) store.TopicID {
 	require.Zero(t, resp.Topics[0].ErrorCode)
 	return resp.Topics[0].TopicID
 }
+
+// TestFetchV15TakesTheFollowersIDFromReplicaState: KIP-903 moved a
+// follower's id from ReplicaID into the tagged ReplicaState; a v15+ fetch
+// that left ReplicaState out is a consumer's.
+func TestFetchV15TakesTheFollowersIDFromReplicaState(t *testing.T) {
+	req := kmsg.NewPtrFetchRequest()
+	req.Version, req.ReplicaID = 14, 3
+	require.Equal(t, int32(3), planFetch(req, 1<<30).replicaID)
+	req.Version, req.ReplicaID, req.ReplicaState.ID = 15, -1, 2
+	require.Equal(t, int32(2), planFetch(req, 1<<30).replicaID)
+	consumer := kmsg.NewPtrFetchRequest()
+	consumer.Version = 17
+	require.Equal(t, int32(-1), planFetch(consumer, 1<<30).replicaID)
+}
