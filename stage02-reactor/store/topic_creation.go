@@ -125,9 +125,13 @@ func (s *Store) createLogs(name string, id TopicID, partitions int32, configs ma
 			return created, fmt.Errorf("create topic %s: partition %d of %d: %w", name, i, partitions, err)
 		}
 		created = append(created, &Partition{TopicPartition: tp, Log: l})
-		if err := commitlog.WriteFileAtomic(filepath.Join(l.Dir(), partitionMetadataFile), encodePartitionMetadata(id)); err != nil {
-			return created, fmt.Errorf("create topic %s: partition %d: %w", name, i, err)
-		}
+	}
+	dirs, ids := make([]string, len(created)), make([]TopicID, len(created))
+	for i, p := range created {
+		dirs[i], ids[i] = p.Log.Dir(), id
+	}
+	if err := errors.Join(writePartitionMetadata(dirs, ids)...); err != nil {
+		return created, fmt.Errorf("create topic %s: topic id: %w", name, err)
 	}
 	if err := commitlog.RemoveFileDurably(marker); err != nil {
 		return created, fmt.Errorf("create topic %s: finishing: %w", name, err)

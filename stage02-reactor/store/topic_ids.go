@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 
 	"github.com/kafkaworkbook/workbook/stage01-log/commitlog"
 )
@@ -176,45 +177,88 @@ func (s *Store) CheckTopicID(tp commitlog.TopicPartition, id TopicID) int16 {
 // AssignTopicID records the id of a partition this broker holds: it
 // writes partition.metadata the first time, and refuses another id than
 // the one written (ErrInconsistentTopicID), as Kafka's
-// Partition.checkOrSetTopicId. The zero id assigns nothing. Stage 03 calls
-// it for the partitions of a LeaderAndIsr request.
+// Partition.checkOrSetTopicId. The zero id assigns nothing.
 func (s *Store) AssignTopicID(tp commitlog.TopicPartition, id TopicID) error {
-	if id.IsZero() {
-		return nil
-	}
-	s.mu.RLock()
-	p, held := s.partitions[tp]
-	have := s.partitionIDs[tp]
-	s.mu.RUnlock()
-	switch {
-	case !held:
-		return fmt.Errorf("%w: %s", ErrUnknownTopic, tp)
-	case have == id:
-		return nil
-	case !have.IsZero():
-		return fmt.Errorf("%w: %s holds topic id %s, the request names %s", ErrInconsistentTopicID, tp, have, id)
-	}
-	// The file is fsynced: it is written without mu, under assignMu,
-	// which orders assignments so that the file and the map agree.
+	return s.AssignTopicIDs(map[commitlog.TopicPartition]TopicID{tp: id})[tp]
+}
+
+// topicIDWriters bounds the partition.metadata files written at once
+// (writePartitionMetadata). Each write is fsynced with its directory (about 3 ms on an ext4
+// disk); written side by side, the file system commits them together: a
+// LeaderAndIsr for 10,000 new replicas takes seconds, not 30.
+const topicIDWriters = 32
+
+// AssignTopicIDs is AssignTopicID for many partitions, the files written
+// side by side; it returns the errors by partition (none: every id is
+// recorded). Stage 03 calls it with the partitions of a LeaderAndIsr
+// request.
+func (s *Store) AssignTopicIDs(ids map[commitlog.TopicPartition]TopicID) map[commitlog.TopicPartition]error {
+	// assignMu orders assignments, so that the files and the map agree;
+	// mu is not held while the files are written and fsynced.
 	s.assignMu.Lock()
 	defer s.assignMu.Unlock()
+	errs := map[commitlog.TopicPartition]error{}
+	type write struct {
+		tp commitlog.TopicPartition
+		id TopicID
+		p  *Partition
+	}
+	var writes []write
 	s.mu.RLock()
-	have = s.partitionIDs[tp]
+	for tp, id := range ids {
+		p, held := s.partitions[tp]
+		have := s.partitionIDs[tp]
+		switch {
+		case id.IsZero() || have == id:
+		case !held:
+			errs[tp] = fmt.Errorf("%w: %s", ErrUnknownTopic, tp)
+		case !have.IsZero():
+			errs[tp] = fmt.Errorf("%w: %s holds topic id %s, the request names %s", ErrInconsistentTopicID, tp, have, id)
+		default:
+			writes = append(writes, write{tp, id, p})
+		}
+	}
 	s.mu.RUnlock()
-	if have == id {
-		return nil
+
+	dirs, wids := make([]string, len(writes)), make([]TopicID, len(writes))
+	for i, w := range writes {
+		dirs[i], wids[i] = w.p.Log.Dir(), w.id
 	}
-	if !have.IsZero() {
-		return fmt.Errorf("%w: %s holds topic id %s, the request names %s", ErrInconsistentTopicID, tp, have, id)
-	}
-	if err := commitlog.WriteFileAtomic(filepath.Join(p.Log.Dir(), partitionMetadataFile), encodePartitionMetadata(id)); err != nil {
-		return fmt.Errorf("store: topic id of %s: %w", tp, err)
-	}
+	failed := writePartitionMetadata(dirs, wids)
+
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if q, ok := s.partitions[tp]; !ok || q != p {
-		return nil // deleted meanwhile: its directory went with it
+	for i, w := range writes {
+		switch {
+		case failed[i] != nil:
+			errs[w.tp] = fmt.Errorf("store: topic id of %s: %w", w.tp, failed[i])
+		case s.partitions[w.tp] == w.p: // not deleted meanwhile (its directory went with it)
+			s.setTopicIDLocked(w.tp, w.id)
+		}
 	}
-	s.setTopicIDLocked(tp, id)
-	return nil
+	return errs
+}
+
+// writePartitionMetadata writes partition.metadata with ids[i] into each
+// partition directory dirs[i], topicIDWriters at a time, and returns the
+// errors by index.
+func writePartitionMetadata(dirs []string, ids []TopicID) []error {
+	failed := make([]error, len(dirs))
+	var wg sync.WaitGroup
+	next := make(chan int)
+	for range min(topicIDWriters, len(dirs)) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range next {
+				failed[i] = commitlog.WriteFileAtomic(filepath.Join(dirs[i], partitionMetadataFile), encodePartitionMetadata(ids[i]))
+			}
+		}()
+	}
+	for i := range dirs {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	return failed
 }

@@ -44,21 +44,20 @@ func (s *Server) inconsistentTopicIDs(parts []kmsg.LeaderAndISRRequestTopicParti
 }
 
 // assignTopicIDs writes the topic id beside each partition of the request
-// this broker now holds (store.AssignTopicID: partition.metadata, once),
-// also where the leader epoch was stale, as Kafka's
-// updateTopicIdForFollowers does.
+// this broker now holds (store.AssignTopicIDs: partition.metadata, once,
+// the files side by side), also where the leader epoch was stale, as
+// Kafka's updateTopicIdForFollowers does.
 func (s *Server) assignTopicIDs(states map[commitlog.TopicPartition]replica.LeaderAndIsrState, ids map[string]store.TopicID) {
+	assign := map[commitlog.TopicPartition]store.TopicID{}
 	for tp := range states {
-		id, ok := ids[tp.Topic]
-		if !ok {
-			continue
+		if id, ok := ids[tp.Topic]; ok {
+			if _, held := s.Store().Partition(tp.Topic, tp.Partition); held { // else not a replica here
+				assign[tp] = id
+			}
 		}
-		if _, held := s.Store().Partition(tp.Topic, tp.Partition); !held {
-			continue // not a replica here
-		}
-		if err := s.Store().AssignTopicID(tp, id); err != nil {
-			s.Logger().Error("recording the topic id", "partition", tp, "topic_id", id, "err", err)
-		}
+	}
+	for tp, err := range s.Store().AssignTopicIDs(assign) {
+		s.Logger().Error("recording the topic id", "partition", tp, "topic_id", assign[tp], "err", err)
 	}
 }
 
