@@ -33,7 +33,14 @@ import (
 // v4 adds isolation level and the last stable offset, v5 the log start
 // offset, v7 fetch sessions (KIP-227: we never create one, SessionID 0, so
 // every fetch is a full fetch), v9 the current leader epoch (KIP-320), v11
-// the rack for follower fetching, v12 is flexible. v13 names topics by ID.
+// the rack for follower fetching, v12 is flexible. v13 names topics by id
+// (KIP-516): the handler turns ids into names before anything reads (an id
+// it cannot name answers UNKNOWN_TOPIC_ID), and a partition held here for
+// another topic of the same name answers INCONSISTENT_TOPIC_ID
+// (fetch_topic_ids.go). v14 adds an error for tiered storage (none here),
+// v15 moves the follower's id into ReplicaState (KIP-903), v16 adds
+// NodeEndpoints to the response (left out), v17 the follower's directory
+// id (ignored). Kafka 3.9 serves up to v17.
 var fetchAPI = FetchAPI(nil)
 
 // maxFetchWait caps a fetch's max_wait_ms, which a client may set to 24
@@ -115,6 +122,7 @@ func handleFetch(r *Request, src FetchSource, w FetchWaiter) {
 		return
 	}
 	f := planFetch(req, r.Broker.cfg.FetchMaxBytes)
+	f.nameTopics(fetchNamer(src, r.Broker.store), r.Broker.store)
 	f.recordFetch(src)
 	resp, bytes, hasError := f.read(src)
 	wait := min(time.Duration(req.MaxWaitMillis)*time.Millisecond, maxFetchWait)
@@ -160,6 +168,7 @@ func respondFetch(r *Request, resp *protocol.FetchResponse) {
 // response lists them, and the response's byte budget.
 type fetchPlan struct {
 	replicaID int32
+	byID      bool // v13+: topics are named by id (fetch_topic_ids.go)
 	minBytes  int32
 	maxBytes  int64 // min(max_bytes, fetch.max.bytes)
 	topics    []plannedTopic
@@ -170,6 +179,7 @@ type fetchPlan struct {
 
 type plannedTopic struct {
 	topic      string
+	id         store.TopicID // v13+: the id the request named the topic by
 	partitions []*kmsg.FetchRequestTopicPartition
 }
 
@@ -180,22 +190,27 @@ type plannedTopic struct {
 func planFetch(req *kmsg.FetchRequest, fetchMaxBytes int32) *fetchPlan {
 	type key struct {
 		topic     string
+		id        store.TopicID // v13+
 		partition int32
 	}
 	type slot struct{ topic, partition int } // indexes into f.topics (stable, unlike pointers into growing slices)
-	f := &fetchPlan{replicaID: req.ReplicaID, minBytes: req.MinBytes, maxBytes: int64(min(req.MaxBytes, fetchMaxBytes))}
+	f := &fetchPlan{replicaID: fetchReplicaID(req), byID: req.Version >= 13, minBytes: req.MinBytes, maxBytes: int64(min(req.MaxBytes, fetchMaxBytes))}
 	slots := map[key]slot{}
 	for ti := range req.Topics {
 		t := &req.Topics[ti]
+		id := store.TopicID{}
+		if req.Version >= 13 {
+			id = t.TopicID
+		}
 		for pi := range t.Partitions {
 			fp := &t.Partitions[pi]
-			k := key{t.Topic, fp.Partition}
+			k := key{t.Topic, id, fp.Partition}
 			if at, ok := slots[k]; ok {
 				f.topics[at.topic].partitions[at.partition] = fp
 				continue
 			}
-			if n := len(f.topics); n == 0 || f.topics[n-1].topic != t.Topic {
-				f.topics = append(f.topics, plannedTopic{topic: t.Topic})
+			if n := len(f.topics); n == 0 || f.topics[n-1].topic != t.Topic || f.topics[n-1].id != id {
+				f.topics = append(f.topics, plannedTopic{topic: t.Topic, id: id})
 			}
 			pt := &f.topics[len(f.topics)-1]
 			pt.partitions = append(pt.partitions, fp)
@@ -213,15 +228,23 @@ func (f *fetchPlan) recordFetch(src FetchSource) {
 	}
 	for _, t := range f.topics {
 		for _, fp := range t.partitions {
+			if _, refused := f.refused[fp]; refused {
+				continue
+			}
 			out := newFetchPartition(fp.Partition)
 			if rec.RecordFetch(f.replicaID, t.topic, fp, &out); out.ErrorCode != 0 {
-				if f.refused == nil {
-					f.refused = map[*kmsg.FetchRequestTopicPartition]protocol.FetchPartition{}
-				}
-				f.refused[fp] = out
+				f.refuse(fp, out)
 			}
 		}
 	}
+}
+
+// refuse answers fp with out, unread.
+func (f *fetchPlan) refuse(fp *kmsg.FetchRequestTopicPartition, out protocol.FetchPartition) {
+	if f.refused == nil {
+		f.refused = map[*kmsg.FetchRequestTopicPartition]protocol.FetchPartition{}
+	}
+	f.refused[fp] = out
 }
 
 // PendingFetch is a fetch that found fewer than min bytes and waits: what a
@@ -325,7 +348,7 @@ func (f *fetchPlan) read(src FetchSource) (resp *protocol.FetchResponse, bytes i
 	resp = &protocol.FetchResponse{Topics: make([]protocol.FetchTopic, 0, len(f.topics))}
 	remaining := f.maxBytes
 	for _, t := range f.topics {
-		ft := protocol.FetchTopic{Topic: t.topic, Partitions: make([]protocol.FetchPartition, 0, len(t.partitions))}
+		ft := protocol.FetchTopic{Topic: t.topic, TopicID: t.id, Partitions: make([]protocol.FetchPartition, 0, len(t.partitions))}
 		for _, fp := range t.partitions {
 			out, refused := f.refused[fp]
 			if !refused {

@@ -8,19 +8,22 @@ import (
 	"github.com/kafkaworkbook/workbook/stage02-reactor/store"
 )
 
-// Metadata (key 3), v1-v9: which brokers exist and which broker leads each
+// Metadata (key 3), v1-v12: which brokers exist and which broker leads each
 // partition. Clients ask it first and whenever a partition's leader seems to
 // have moved. Here there is one broker: it leads everything, and is its own
 // controller (stage 05 elects one).
 //
 // v1: null topics means all topics. v4: AllowAutoTopicCreation. v8:
 // authorized operations (we answer none: there is no authorizer). v9 is
-// flexible. v10 adds topic IDs, which this broker does not assign.
+// flexible. v10 adds each topic's id (KIP-516: the single broker gives
+// each topic one when it creates it, store.NewTopicID), v11 drops the
+// cluster's authorized operations, v12 lets a request name topics by id
+// (an id nobody knows: UNKNOWN_TOPIC_ID, metadata_topic_ids.go).
 //
 // A name asked for twice is answered once (Kafka reads the names into a
 // set), and each name costs its own topic's partitions, not the broker's:
 // a request naming a million topics costs a million lookups, and no more.
-var metadataAPI = API{Key: 3, MinVersion: 1, MaxVersion: 9, Handle: handleMetadata}
+var metadataAPI = API{Key: 3, MinVersion: 1, MaxVersion: 12, Handle: handleMetadata}
 
 func handleMetadata(r *Request) {
 	req := r.Body.(*kmsg.MetadataRequest)
@@ -35,6 +38,10 @@ func handleMetadata(r *Request) {
 		for _, name := range b.store.TopicNames() {
 			resp.Topics = append(resp.Topics, b.topicMetadata(name))
 		}
+		r.Respond(resp)
+		return
+	}
+	if b.metadataByTopicID(req, r.Header.APIVersion, resp) {
 		r.Respond(resp)
 		return
 	}
@@ -86,6 +93,7 @@ func DistinctTopics(req *kmsg.MetadataRequest) []string {
 // KAFKA_STORAGE_ERROR, and this broker among its offline replicas.
 func (b *Broker) topicMetadata(name string) kmsg.MetadataResponseTopic {
 	mt := kmsg.MetadataResponseTopic{Topic: kmsg.StringPtr(name)}
+	mt.TopicID, _ = b.store.TopicID(name) // v10+; zero if none
 	parts, offline := b.store.TopicState(name)
 	if len(parts) == 0 && len(offline) == 0 {
 		mt.ErrorCode = kerrUnknownTopicOrPartition

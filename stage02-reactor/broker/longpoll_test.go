@@ -50,7 +50,7 @@ func TestLongPollDoesNotMissAnAppendBetweenReadAndWatch(t *testing.T) {
 	req.Topics = []kmsg.FetchRequestTopic{{Topic: "race", Partitions: []kmsg.FetchRequestTopicPartition{fp}}}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	resp, err := req.RequestWith(ctx, tb.client())
+	resp, err := fetchByName(ctx, tb.client(), req)
 	require.NoError(t, err, "the fetch slept through the append (its max wait is 60 s)")
 	require.NotEmpty(t, resp.Topics[0].Partitions[0].RecordBatches)
 }
@@ -84,7 +84,7 @@ func TestLongPollSurvivesAnAppendRightAfterItRegistered(t *testing.T) {
 	req.Topics = []kmsg.FetchRequestTopic{{Topic: "eager", Partitions: []kmsg.FetchRequestTopicPartition{fp}}}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	_, err = req.RequestWith(ctx, tb.client())
+	_, err = fetchByName(ctx, tb.client(), req)
 	require.NoError(t, err, "the fetch must be answered after its 200 ms wait, not hang its handler")
 }
 
@@ -135,7 +135,7 @@ func TestAWaitingFetchIsRecordedOnceNotAtEveryWakeUp(t *testing.T) {
 	req.Topics = []kmsg.FetchRequestTopic{{Topic: "once", Partitions: []kmsg.FetchRequestTopicPartition{fp}}}
 	done := make(chan error, 1)
 	go func() {
-		_, err := req.RequestWith(context.Background(), tb.client())
+		_, err := fetchByName(context.Background(), tb.client(), req)
 		done <- err
 	}()
 	producer := tb.client()
@@ -158,7 +158,7 @@ refused:
 	src.mu.Lock()
 	src.refuse, src.records, src.reads = true, 0, 0
 	src.mu.Unlock()
-	resp, err := req.RequestWith(context.Background(), tb.client())
+	resp, err := fetchByName(context.Background(), tb.client(), req)
 	require.NoError(t, err)
 	require.EqualValues(t, 6, resp.Topics[0].Partitions[0].ErrorCode, "a refused partition answers with the recorder's error, at once")
 	src.mu.Lock()

@@ -191,7 +191,7 @@ func TestFetchLongPollTimesOutEmpty(t *testing.T) {
 	fp := kmsg.NewFetchRequestTopicPartition()
 	fp.PartitionMaxBytes = 1 << 20
 	req.Topics = []kmsg.FetchRequestTopic{{Topic: "quiet", Partitions: []kmsg.FetchRequestTopicPartition{fp}}}
-	resp, err := req.RequestWith(context.Background(), tb.client())
+	resp, err := fetchByName(context.Background(), tb.client(), req)
 	require.NoError(t, err)
 	require.Zero(t, resp.Topics[0].Partitions[0].ErrorCode)
 	require.Empty(t, resp.Topics[0].Partitions[0].RecordBatches)
@@ -208,7 +208,7 @@ func TestFetchOutOfRangeAndUnknownPartition(t *testing.T) {
 	other := kmsg.NewFetchRequestTopicPartition()
 	other.Partition = 4
 	req.Topics = []kmsg.FetchRequestTopic{{Topic: "r", Partitions: []kmsg.FetchRequestTopicPartition{fp, other}}}
-	resp, err := req.RequestWith(context.Background(), tb.client())
+	resp, err := fetchByName(context.Background(), tb.client(), req)
 	require.NoError(t, err)
 	require.Equal(t, kerr.OffsetOutOfRange.Code, resp.Topics[0].Partitions[0].ErrorCode)
 	require.Equal(t, int64(2), resp.Topics[0].Partitions[0].HighWatermark)

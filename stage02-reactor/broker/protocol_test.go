@@ -24,9 +24,9 @@ func TestApiVersionsAdvertisesExactlyTheAPITable(t *testing.T) {
 	}
 	require.Equal(t, []kmsg.ApiVersionsResponseApiKey{
 		{ApiKey: 0, MinVersion: 0, MaxVersion: 9},  // Produce: v0-v2 advertised, refused
-		{ApiKey: 1, MinVersion: 4, MaxVersion: 12}, // Fetch
+		{ApiKey: 1, MinVersion: 4, MaxVersion: 17}, // Fetch: v13+ by topic id
 		{ApiKey: 2, MinVersion: 1, MaxVersion: 9},  // ListOffsets
-		{ApiKey: 3, MinVersion: 1, MaxVersion: 9},  // Metadata
+		{ApiKey: 3, MinVersion: 1, MaxVersion: 12}, // Metadata: v10+ with topic ids
 		{ApiKey: 18, MinVersion: 0, MaxVersion: 4}, // ApiVersions
 		{ApiKey: 19, MinVersion: 0, MaxVersion: 5}, // CreateTopics
 		{ApiKey: 20, MinVersion: 0, MaxVersion: 5}, // DeleteTopics

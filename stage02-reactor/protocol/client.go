@@ -88,6 +88,19 @@ func (c *Client) Request(ctx context.Context, req kmsg.Request) (kmsg.Response, 
 	return c.roundTrip(ctx, req)
 }
 
+// CapVersion lowers the highest version Request negotiates for req to max:
+// a caller that does not speak a later version's fields (stage 03's
+// follower, which names topics by name, keeps Fetch at v12 although
+// brokers serve v13+ by topic id) asks for at most max.
+func CapVersion(req kmsg.Request, max int16) kmsg.Request { return capped{req, max} }
+
+type capped struct {
+	kmsg.Request
+	max int16
+}
+
+func (r capped) MaxVersion() int16 { return min(r.max, r.Request.MaxVersion()) }
+
 func (c *Client) roundTrip(ctx context.Context, req kmsg.Request) (kmsg.Response, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()

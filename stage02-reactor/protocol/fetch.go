@@ -13,11 +13,13 @@ import (
 // prefix (2 GiB).
 var ErrResponseTooLarge = errors.New("protocol: response larger than 2 GiB")
 
-// Fetch versions FetchResponseSends can encode. From v13 topics are named
-// by UUID, which this broker does not assign.
+// Fetch versions FetchResponseSends can encode: Kafka 3.9's (v17), below
+// kmsg's limit. From v13 topics are named by their id (KIP-516), v16 adds
+// the tagged NodeEndpoints, which we leave out (a client learns a new
+// leader from Metadata instead).
 const (
 	FetchMinVersion = 4
-	FetchMaxVersion = 12
+	FetchMaxVersion = 17
 )
 
 // FetchResponse is a fetch response whose records are network sends
@@ -31,7 +33,8 @@ type FetchResponse struct {
 
 // FetchTopic is one topic of a fetch response.
 type FetchTopic struct {
-	Topic      string
+	Topic      string   // up to v12
+	TopicID    [16]byte // v13+
 	Partitions []FetchPartition
 }
 
@@ -72,7 +75,11 @@ func FetchResponseSends(h Header, r *FetchResponse) ([]network.Send, error) {
 	e.arrayLen(len(r.Topics))
 	for i := range r.Topics {
 		t := &r.Topics[i]
-		e.string(t.Topic)
+		if v >= 13 {
+			e.buf = append(e.buf, t.TopicID[:]...)
+		} else {
+			e.string(t.Topic)
+		}
 		e.arrayLen(len(t.Partitions))
 		for j := range t.Partitions {
 			p := &t.Partitions[j]

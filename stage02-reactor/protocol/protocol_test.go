@@ -150,7 +150,7 @@ func TestFetchResponseSendsDecodeWithKmsgAtEveryVersion(t *testing.T) {
 		ThrottleMillis: 3,
 		SessionID:      0,
 		Topics: []FetchTopic{
-			{Topic: "orders", Partitions: []FetchPartition{
+			{Topic: "orders", TopicID: [16]byte{1, 2, 3}, Partitions: []FetchPartition{
 				{Partition: 0, HighWatermark: 100, LastStableOffset: 100, LogStartOffset: 7, PreferredReadReplica: -1,
 					Records: network.FileSend(f, 4, 25)},
 				{Partition: 1, ErrorCode: 1, HighWatermark: 5, LastStableOffset: 5, LogStartOffset: 0, PreferredReadReplica: -1},
@@ -178,7 +178,12 @@ func TestFetchResponseSendsDecodeWithKmsgAtEveryVersion(t *testing.T) {
 		require.Equal(t, int32(3), got.ThrottleMillis)
 		require.Len(t, got.Topics, 2)
 		p0 := got.Topics[0].Partitions[0]
-		require.Equal(t, "orders", got.Topics[0].Topic)
+		if v >= 13 { // topics by id (KIP-516)
+			require.Equal(t, [16]byte{1, 2, 3}, got.Topics[0].TopicID)
+			require.Empty(t, got.Topics[0].Topic)
+		} else {
+			require.Equal(t, "orders", got.Topics[0].Topic)
+		}
 		require.Equal(t, int64(100), p0.HighWatermark)
 		require.Equal(t, []byte("RECORDS-FROM-THE-LOG-FILE"), p0.RecordBatches, "v%d: the file region is the records", v)
 		if v >= 5 {

@@ -9,6 +9,7 @@
 //	  |          an index by topic, so a Metadata request costs what it names
 //	  v
 //	log.dirs     <topic>-<partition>/   the logs, one commitlog.Manager (chapter 1)
+//	               partition.metadata   the topic's id (KIP-516), beside the segments
 //	             meta.properties        which broker and cluster the directory belongs to
 //	             topic-configs.json     each topic's own configs
 //	             .creating~<topic>      a creation under way; one found at start is undone
@@ -37,6 +38,7 @@
 //	topic_creation.go    CreateTopic: all or nothing, the creation marker
 //	partition_budget.go  DefaultMaxPartitions, and how the open-file limit is shared
 //	topic_configs.go     topic-configs.json: each topic's overrides of the log config
+//	topic_ids.go         TopicID, partition.metadata: topics by id (KIP-516), CheckTopicID
 //	meta_properties.go   meta.properties: the directory's broker and cluster id
 //	properties.go        the Java properties format meta.properties is written in
 //	names.go             Kafka's rules for topic names

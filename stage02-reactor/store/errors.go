@@ -25,6 +25,7 @@ var (
 	kerrCorruptMessage          = kerr.CorruptMessage.Code
 	kerrMessageTooLarge         = kerr.MessageTooLarge.Code
 	kerrKafkaStorageError       = kerr.KafkaStorageError.Code
+	kerrInconsistentTopicID     = kerr.InconsistentTopicID.Code
 )
 
 // AppendErrorCode maps an append failure to Kafka's error code.

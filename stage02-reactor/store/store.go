@@ -63,6 +63,12 @@ type Store struct {
 	creating   map[string]int32                        // topics being created: partitions reserved. Protected by mu.
 	pending    int                                     // single partitions being created (CreatePartition). Protected by mu.
 	configs    map[string]map[string]string            // topic -> its overrides. Protected by mu.
+
+	// Topic ids (topic_ids.go), from the partitions' partition.metadata.
+	partitionIDs map[commitlog.TopicPartition]TopicID // partitions that have one. Protected by mu.
+	topicIDs     map[string]TopicID                   // a topic's id: its first partition's. Protected by mu.
+	topicNames   map[TopicID]string                   // the inverse of topicIDs. Protected by mu.
+	assignMu     sync.Mutex                           // serializes AssignTopicID's writes of partition.metadata
 }
 
 // Open opens the log directory dir for broker brokerID, recovering its
@@ -88,7 +94,8 @@ func Open(dir string, brokerID int32, cfg commitlog.ManagerConfig, opts Options)
 	}
 	s := &Store{dir: dir, defaults: cfg.Log, clusterID: clusterID, maxPartitions: opts.MaxPartitions, logger: opts.Logger,
 		partitions: map[commitlog.TopicPartition]*Partition{}, topics: map[string][]*Partition{},
-		offline: map[string]map[int32]error{}, creating: map[string]int32{}, configs: configs}
+		offline: map[string]map[int32]error{}, creating: map[string]int32{}, configs: configs,
+		partitionIDs: map[commitlog.TopicPartition]TopicID{}, topicIDs: map[string]TopicID{}, topicNames: map[TopicID]string{}}
 	s.logs, err = commitlog.OpenManager(dir, cfg, commitlog.ManagerOptions{
 		RetentionLimit: opts.RetentionLimit, StartOffsetAdvanced: opts.StartOffsetAdvanced,
 		TopicConfig: s.topicConfig, Logger: opts.Logger})
@@ -104,6 +111,10 @@ func Open(dir string, brokerID int32, cfg commitlog.ManagerConfig, opts Options)
 	for _, tp := range s.logs.Partitions() {
 		l, _ := s.logs.Get(tp)
 		s.addLocked(&Partition{TopicPartition: tp, Log: l})
+	}
+	if err := s.loadTopicIDsLocked(); err != nil {
+		s.logs.Close()
+		return nil, err
 	}
 	if err := s.finishInterruptedCreations(); err != nil {
 		s.logs.Close()
@@ -132,6 +143,7 @@ func (s *Store) removeLocked(tp commitlog.TopicPartition) {
 	} else {
 		s.topics[tp.Topic] = parts
 	}
+	s.forgetTopicIDLocked(tp)
 }
 
 // DeleteOldSegments applies retention to every partition now; the logs'
@@ -277,6 +289,7 @@ func (s *Store) DeleteTopic(name string) error {
 	delete(s.offline, name)
 	for _, p := range parts {
 		delete(s.partitions, p.TopicPartition)
+		s.forgetTopicIDLocked(p.TopicPartition)
 	}
 	var errs []error
 	if _, ok := s.configs[name]; ok && len(parts)+len(offline) > 0 {

@@ -45,7 +45,10 @@ func (s *Store) CreateTopic(name string, partitions int32, configs map[string]st
 	s.creating[name] = partitions
 	s.mu.Unlock()
 
-	created, err := s.createLogs(name, partitions, configs, cfg)
+	// A single broker is its own controller: it gives the topic its id
+	// (from stage 05 the controller does, in ZooKeeper).
+	id := NewTopicID()
+	created, err := s.createLogs(name, id, partitions, configs, cfg)
 
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -55,8 +58,9 @@ func (s *Store) CreateTopic(name string, partitions int32, configs map[string]st
 	}
 	for _, p := range created {
 		s.addLocked(p)
+		s.setTopicIDLocked(p.TopicPartition, id)
 	}
-	s.logger.Info("created topic", "topic", name, "partitions", partitions, "configs", configs)
+	s.logger.Info("created topic", "topic", name, "topic_id", id, "partitions", partitions, "configs", configs)
 	return slices.Clone(created), nil
 }
 
@@ -76,11 +80,12 @@ func (s *Store) checkNewTopicLocked(name string) error {
 }
 
 // createLogs makes the topic's files under its creation marker: the
-// configs, then one log per partition, then the marker goes. On failure,
+// configs, then one log per partition with its partition.metadata (the
+// topic id), then the marker goes. On failure,
 // the marker's removal included (left behind, it would undo an
 // acknowledged topic at the next start), it removes everything it made,
 // marker last.
-func (s *Store) createLogs(name string, partitions int32, configs map[string]string, cfg commitlog.Config) (created []*Partition, err error) {
+func (s *Store) createLogs(name string, id TopicID, partitions int32, configs map[string]string, cfg commitlog.Config) (created []*Partition, err error) {
 	marker := filepath.Join(s.dir, creatingMarkerPrefix+name)
 	if err := commitlog.WriteFileAtomic(marker, nil); err != nil {
 		return nil, fmt.Errorf("create topic %s: %w", name, err)
@@ -120,6 +125,13 @@ func (s *Store) createLogs(name string, partitions int32, configs map[string]str
 			return created, fmt.Errorf("create topic %s: partition %d of %d: %w", name, i, partitions, err)
 		}
 		created = append(created, &Partition{TopicPartition: tp, Log: l})
+	}
+	dirs, ids := make([]string, len(created)), make([]TopicID, len(created))
+	for i, p := range created {
+		dirs[i], ids[i] = p.Log.Dir(), id
+	}
+	if err := errors.Join(writePartitionMetadata(dirs, ids)...); err != nil {
+		return created, fmt.Errorf("create topic %s: topic id: %w", name, err)
 	}
 	if err := commitlog.RemoveFileDurably(marker); err != nil {
 		return created, fmt.Errorf("create topic %s: finishing: %w", name, err)

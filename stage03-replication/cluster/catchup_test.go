@@ -12,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kafkaworkbook/workbook/stage03-replication/replica"
+	"github.com/kafkaworkbook/workbook/stage03-replication/server"
 )
 
 func TestFollowerWithAnEmptyDiskCatchesUp(t *testing.T) {
@@ -106,7 +107,7 @@ func TestStaleControllerAndLeaderEpochsAreIgnored(t *testing.T) {
 	// The current controller, but a leader epoch that is not newer: ignored.
 	resp = leaderAndIsr(1, 0, 1)
 	require.Zero(t, resp.ErrorCode)
-	require.Equal(t, kerr.StaleControllerEpoch.Code, resp.Partitions[0].ErrorCode, "Kafka's answer for a stale partition state")
+	require.Equal(t, kerr.StaleControllerEpoch.Code, server.LeaderAndIsrResults(resp)[0].ErrorCode, "Kafka's answer for a stale partition state")
 	leader, epoch := rp.Leader()
 	require.Equal(t, []int32{1, 1}, []int32{leader, epoch})
 	require.Equal(t, replica.Follower, rp.Role())
@@ -120,7 +121,7 @@ func TestStaleControllerAndLeaderEpochsAreIgnored(t *testing.T) {
 
 	// A newer epoch is taken.
 	resp = leaderAndIsr(2, 0, 2)
-	require.Zero(t, resp.Partitions[0].ErrorCode)
+	require.Zero(t, server.LeaderAndIsrResults(resp)[0].ErrorCode)
 	require.Equal(t, replica.Leader, rp.Role())
 }
 

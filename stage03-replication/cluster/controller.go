@@ -17,6 +17,7 @@ import (
 
 	"github.com/kafkaworkbook/workbook/stage01-log/commitlog"
 	"github.com/kafkaworkbook/workbook/stage02-reactor/protocol"
+	"github.com/kafkaworkbook/workbook/stage02-reactor/store"
 )
 
 // PartitionState is what the controller decided for a partition: the
@@ -65,12 +66,16 @@ type Controller struct {
 	// after its death that comes (in stage 05: until its ZooKeeper session
 	// expires). KIP-101's stories live in that gap. Protected by mu.
 	live map[int32]string
+	// topicIDs is each topic's id (KIP-516), given at creation and sent
+	// in LeaderAndIsr and UpdateMetadata, as stage 05's controller sends
+	// the id it wrote to ZooKeeper. Protected by mu.
+	topicIDs map[string]store.TopicID
 }
 
 func newController(c *Cluster) *Controller {
 	ct := &Controller{c: c, states: c.opts.States, elect: c.opts.Elect, Epoch: 1,
 		partitions: map[commitlog.TopicPartition]*PartitionState{},
-		clients:    map[int32]*protocol.Client{}, live: map[int32]string{}}
+		clients:    map[int32]*protocol.Client{}, live: map[int32]string{}, topicIDs: map[string]store.TopicID{}}
 	if ct.states == nil {
 		ct.states = NewMemoryStateStore()
 	}
@@ -104,6 +109,11 @@ func (ct *Controller) CreateTopic(topic string, partitions, replicationFactor in
 	if replicationFactor > len(ids) {
 		return fmt.Errorf("replication factor %d larger than available brokers %d", replicationFactor, len(ids))
 	}
+	ct.mu.Lock()
+	if _, ok := ct.topicIDs[topic]; !ok {
+		ct.topicIDs[topic] = store.NewTopicID()
+	}
+	ct.mu.Unlock()
 	var tps []commitlog.TopicPartition
 	var errs []error
 	for p := range partitions {
@@ -358,7 +368,7 @@ func (ct *Controller) send(tps []commitlog.TopicPartition) error {
 				req.ControllerID, req.ControllerEpoch, req.BrokerEpoch = ct.ID, ct.Epoch, -1
 				byBroker[r] = req
 			}
-			req.TopicStates = appendLeaderAndIsr(req.TopicStates, tp, s, ct.Epoch)
+			req.TopicStates = appendLeaderAndIsr(req.TopicStates, tp, ct.topicIDs[tp.Topic], s, ct.Epoch)
 		}
 	}
 	ct.mu.Unlock()
@@ -393,7 +403,7 @@ func (ct *Controller) sendUpdateMetadata(ctx context.Context) error {
 	update := kmsg.NewPtrUpdateMetadataRequest()
 	update.ControllerID, update.ControllerEpoch, update.BrokerEpoch = ct.ID, ct.Epoch, -1
 	for _, tp := range ct.partitionsLocked() {
-		update.TopicStates = appendUpdateMetadata(update.TopicStates, tp, ct.partitions[tp], ct.Epoch, ct.live)
+		update.TopicStates = appendUpdateMetadata(update.TopicStates, tp, ct.topicIDs[tp.Topic], ct.partitions[tp], ct.Epoch, ct.live)
 	}
 	for _, id := range live {
 		host, port := splitHostPort(ct.live[id])
@@ -480,7 +490,7 @@ func (ct *Controller) close() {
 	}
 }
 
-func appendLeaderAndIsr(states []kmsg.LeaderAndISRRequestTopicState, tp commitlog.TopicPartition, s *PartitionState, controllerEpoch int32) []kmsg.LeaderAndISRRequestTopicState {
+func appendLeaderAndIsr(states []kmsg.LeaderAndISRRequestTopicState, tp commitlog.TopicPartition, id store.TopicID, s *PartitionState, controllerEpoch int32) []kmsg.LeaderAndISRRequestTopicState {
 	ps := kmsg.NewLeaderAndISRRequestTopicPartition()
 	ps.Partition, ps.ControllerEpoch, ps.Leader, ps.LeaderEpoch = tp.Partition, controllerEpoch, s.Leader, s.LeaderEpoch
 	ps.ISR, ps.ZKVersion, ps.Replicas = slices.Clone(s.ISR), s.PartitionEpoch, slices.Clone(s.Replicas)
@@ -490,10 +500,10 @@ func appendLeaderAndIsr(states []kmsg.LeaderAndISRRequestTopicState, tp commitlo
 			return states
 		}
 	}
-	return append(states, kmsg.LeaderAndISRRequestTopicState{Topic: tp.Topic, PartitionStates: []kmsg.LeaderAndISRRequestTopicPartition{ps}})
+	return append(states, kmsg.LeaderAndISRRequestTopicState{Topic: tp.Topic, TopicID: id, PartitionStates: []kmsg.LeaderAndISRRequestTopicPartition{ps}})
 }
 
-func appendUpdateMetadata(states []kmsg.UpdateMetadataRequestTopicState, tp commitlog.TopicPartition, s *PartitionState, controllerEpoch int32, live map[int32]string) []kmsg.UpdateMetadataRequestTopicState {
+func appendUpdateMetadata(states []kmsg.UpdateMetadataRequestTopicState, tp commitlog.TopicPartition, id store.TopicID, s *PartitionState, controllerEpoch int32, live map[int32]string) []kmsg.UpdateMetadataRequestTopicState {
 	ps := kmsg.NewUpdateMetadataRequestTopicPartition()
 	ps.Partition, ps.ControllerEpoch, ps.Leader, ps.LeaderEpoch = tp.Partition, controllerEpoch, s.Leader, s.LeaderEpoch
 	ps.ISR, ps.ZKVersion, ps.Replicas = slices.Clone(s.ISR), s.PartitionEpoch, slices.Clone(s.Replicas)
@@ -509,5 +519,5 @@ func appendUpdateMetadata(states []kmsg.UpdateMetadataRequestTopicState, tp comm
 			return states
 		}
 	}
-	return append(states, kmsg.UpdateMetadataRequestTopicState{Topic: tp.Topic, PartitionStates: []kmsg.UpdateMetadataRequestTopicPartition{ps}})
+	return append(states, kmsg.UpdateMetadataRequestTopicState{Topic: tp.Topic, TopicID: id, PartitionStates: []kmsg.UpdateMetadataRequestTopicPartition{ps}})
 }

@@ -336,6 +336,10 @@ func (f *fetcher) finishTruncation(tp commitlog.TopicPartition, s *fetchState, o
 	}
 }
 
+// followerFetchVersion is the highest Fetch version a follower sends: the
+// last that names topics by name.
+const followerFetchVersion = 12
+
 // fetch sends one Fetch for every ready partition, at each one's log end,
 // and appends what comes back.
 func (f *fetcher) fetch(client *protocol.Client, parts map[commitlog.TopicPartition]*fetchState) error {
@@ -364,7 +368,10 @@ func (f *fetcher) fetch(client *protocol.Client, parts map[commitlog.TopicPartit
 	// The leader holds the fetch up to FetchWaitMax; allow for that.
 	ctx, cancel := context.WithTimeout(f.ctx, cfg.FetchWaitMax+30*time.Second)
 	defer cancel()
-	resp, err := client.Request(ctx, req)
+	// Fetch v12 at most: a follower names topics by name (Kafka's
+	// followers fetch by topic id from v13 on, with IBP 3.1+). The leader
+	// serves both.
+	resp, err := client.Request(ctx, protocol.CapVersion(req, followerFetchVersion))
 	if err != nil {
 		return err
 	}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/kafkaworkbook/workbook/stage02-reactor/broker"
 	"github.com/kafkaworkbook/workbook/stage02-reactor/protocol"
+	"github.com/kafkaworkbook/workbook/stage02-reactor/store"
 	"github.com/kafkaworkbook/workbook/stage03-replication/replica"
 )
 
@@ -63,6 +64,13 @@ func (src ReplicaSource) ReadPartition(replicaID int32, topic string, fp *kmsg.F
 		maxOffset = hw
 	}
 	out.ErrorCode = broker.ReadPartition(p.Log, fp.FetchOffset, int64(fp.PartitionMaxBytes), remaining, first, maxOffset, hw, out)
+}
+
+// TopicName names the topic ids of Fetch v13+ from the metadata cache
+// (broker.TopicNamer), as Kafka does: every broker knows every topic's
+// id, not only those it holds replicas of.
+func (src ReplicaSource) TopicName(id store.TopicID) (string, bool) {
+	return src.s.Metadata.TopicName(id)
 }
 
 // Watch wakes a follower's long poll on appends and a consumer's when the

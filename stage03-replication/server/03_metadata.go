@@ -7,14 +7,17 @@ import (
 	"github.com/kafkaworkbook/workbook/stage02-reactor/broker"
 )
 
-// Metadata (key 3), v1-v9, answered from the metadata cache that the
+// Metadata (key 3), v1-v12, answered from the metadata cache that the
 // controller's UpdateMetadata requests fill: every broker knows every
 // partition's leader, so a client may ask any broker. The brokers are
 // listed at their addresses on the listener the request came in on
-// (listeners.go). There is no automatic
-// topic creation: only the controller creates topics (stage 05).
+// (listeners.go). There is no automatic topic creation: only the
+// controller creates topics (stage 05). From v10 each topic carries its id
+// as the controller sent it (the zero id when it sent none), and a v12
+// request may name topics by id: an id the cache cannot name answers
+// UNKNOWN_TOPIC_ID (metadata_topic_ids.go).
 func (s *Server) metadataAPI() broker.API {
-	return broker.API{Key: 3, MinVersion: 1, MaxVersion: 9, Handle: s.handleMetadata}
+	return broker.API{Key: 3, MinVersion: 1, MaxVersion: 12, Handle: s.handleMetadata}
 }
 
 // IsInternalTopic reports whether Kafka's clients treat a topic as the
@@ -38,8 +41,12 @@ func (s *Server) handleMetadata(r *broker.Request) {
 	if req.Topics == nil {
 		names = s.Metadata.Topics()
 	}
+	names, unknownIDs := s.topicsByID(req, r.Header.APIVersion, names)
+	for _, id := range unknownIDs {
+		resp.Topics = append(resp.Topics, broker.UnknownTopicIDMetadata(id))
+	}
 	for _, name := range names {
-		mt := kmsg.MetadataResponseTopic{Topic: kmsg.StringPtr(name), IsInternal: IsInternalTopic(name)}
+		mt := kmsg.MetadataResponseTopic{Topic: kmsg.StringPtr(name), IsInternal: IsInternalTopic(name), TopicID: s.Metadata.TopicID(name)}
 		parts := s.Metadata.Partitions(name)
 		if parts == nil {
 			mt.ErrorCode = kerr.UnknownTopicOrPartition.Code

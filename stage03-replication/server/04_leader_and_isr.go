@@ -21,8 +21,15 @@ import (
 // Kafka does; one meant for an earlier incarnation of this broker
 // (SetBrokerEpoch) is refused with STALE_BROKER_EPOCH. v1 adds IsNew, v2
 // groups partitions by topic and adds the broker epoch, v3 the replicas being added and removed, v4 is flexible.
+// v5 adds each topic's id (KIP-516), which the broker writes beside each
+// partition it holds (partition.metadata) and checks: a partition held
+// here for another topic of the same name answers INCONSISTENT_TOPIC_ID
+// and is left alone (leader_and_isr_topic_ids.go); the v5+ response names
+// topics by id. v6 adds the leader recovery state (KIP-704, a KRaft
+// matter: always RECOVERED from a ZooKeeper controller), v7 the KRaft
+// controller flag of a migration (never set here).
 func (s *Server) leaderAndIsrAPI() broker.API {
-	return broker.API{Key: 4, MinVersion: 0, MaxVersion: 4, Handle: s.handleLeaderAndIsr}
+	return broker.API{Key: 4, MinVersion: 0, MaxVersion: 7, Handle: s.handleLeaderAndIsr}
 }
 
 func (s *Server) handleLeaderAndIsr(r *broker.Request) {
@@ -42,8 +49,13 @@ func (s *Server) handleLeaderAndIsr(r *broker.Request) {
 			parts = append(parts, ps)
 		}
 	}
+	ids := requestTopicIDs(req)
+	inconsistent := s.inconsistentTopicIDs(parts, ids)
 	states := map[commitlog.TopicPartition]replica.LeaderAndIsrState{}
 	for _, ps := range parts {
+		if inconsistent[commitlog.TopicPartition{Topic: ps.Topic, Partition: ps.Partition}] {
+			continue
+		}
 		states[commitlog.TopicPartition{Topic: ps.Topic, Partition: ps.Partition}] = replica.LeaderAndIsrState{
 			ControllerEpoch: ps.ControllerEpoch, Leader: ps.Leader, LeaderEpoch: ps.LeaderEpoch,
 			ISR: ps.ISR, PartitionEpoch: ps.ZKVersion, Replicas: ps.Replicas,
@@ -60,14 +72,19 @@ func (s *Server) handleLeaderAndIsr(r *broker.Request) {
 		r.Respond(resp)
 		return
 	}
+	s.assignTopicIDs(states, ids)
 	for _, ps := range parts {
 		tp := commitlog.TopicPartition{Topic: ps.Topic, Partition: ps.Partition}
 		perr := results[tp]
 		if perr != nil && !errors.Is(perr, replica.ErrStaleEpoch) {
 			s.Logger().Warn("LeaderAndIsr partition failed", "partition", tp, "err", perr)
 		}
-		resp.Partitions = append(resp.Partitions, kmsg.LeaderAndISRResponseTopicPartition{
-			Topic: ps.Topic, Partition: ps.Partition, ErrorCode: replica.ErrorCode(perr)})
+		code := replica.ErrorCode(perr)
+		if inconsistent[tp] {
+			code = kerr.InconsistentTopicID.Code
+		}
+		appendLeaderAndIsrResult(resp, r.Header.APIVersion, ids[ps.Topic], kmsg.LeaderAndISRResponseTopicPartition{
+			Topic: ps.Topic, Partition: ps.Partition, ErrorCode: code})
 	}
 	r.Respond(resp)
 }

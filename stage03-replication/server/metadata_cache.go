@@ -39,10 +39,12 @@ type MetadataCache struct {
 	controllerID int32                                  // -1 until told. Protected by mu.
 	brokers      map[int32]BrokerEndpoint               // live brokers. Protected by mu.
 	topics       map[string]map[int32]PartitionMetadata // Protected by mu.
+	topicIDs     topicIDs                               // UpdateMetadata v7+ (metadata_cache_ids.go). Protected by mu.
 }
 
 func newMetadataCache() *MetadataCache {
-	return &MetadataCache{controllerID: -1, brokers: map[int32]BrokerEndpoint{}, topics: map[string]map[int32]PartitionMetadata{}}
+	return &MetadataCache{controllerID: -1, brokers: map[int32]BrokerEndpoint{}, topics: map[string]map[int32]PartitionMetadata{},
+		topicIDs: newTopicIDs()}
 }
 
 // update applies an UpdateMetadata request: the live brokers are replaced,
@@ -58,6 +60,7 @@ func (c *MetadataCache) update(req *kmsg.UpdateMetadataRequest) {
 	}
 	states := req.PartitionStates        // v0-v4
 	for _, ts := range req.TopicStates { // v5+
+		c.topicIDs.set(ts.Topic, ts.TopicID)
 		for _, ps := range ts.PartitionStates {
 			ps.Topic = ts.Topic
 			states = append(states, ps)
@@ -68,6 +71,7 @@ func (c *MetadataCache) update(req *kmsg.UpdateMetadataRequest) {
 			delete(c.topics[ps.Topic], ps.Partition)
 			if len(c.topics[ps.Topic]) == 0 {
 				delete(c.topics, ps.Topic)
+				c.topicIDs.forget(ps.Topic)
 			}
 			continue
 		}

@@ -8,6 +8,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kafkaworkbook/workbook/stage01-log/commitlog"
+	"github.com/kafkaworkbook/workbook/stage05-controller/kafkazk"
 )
 
 // leaderDuringDelete is the leader UpdateMetadata carries for a partition
@@ -93,7 +94,7 @@ func (c *Controller) send(b *batch) {
 			ps := kmsg.NewLeaderAndISRRequestTopicPartition()
 			ps.Partition, ps.ControllerEpoch, ps.Leader, ps.LeaderEpoch = tp.Partition, s.ControllerEpoch, s.Leader, s.LeaderEpoch
 			ps.ISR, ps.ZKVersion, ps.Replicas, ps.IsNew = slices.Clone(s.ISR), s.ZkVersion, slices.Clone(cs.replicas(tp)), b.isNew[tp]
-			req.TopicStates = appendTopicState(req.TopicStates, tp.Topic, ps)
+			req.TopicStates = appendTopicState(req.TopicStates, tp.Topic, cs.topics[tp.Topic].ID, ps)
 		}
 		broker := id
 		c.channels.send(id, req, func(r kmsg.Response) {
@@ -170,12 +171,12 @@ func (c *Controller) sendUpdateMetadata(parts, deleted []commitlog.TopicPartitio
 				ps.OfflineReplicas = append(ps.OfflineReplicas, r)
 			}
 		}
-		topics = appendMetadataState(topics, tp.Topic, ps)
+		topics = appendMetadataState(topics, tp.Topic, cs.topics[tp.Topic].ID, ps)
 	}
 	for _, tp := range deleted {
 		ps := kmsg.NewUpdateMetadataRequestTopicPartition()
 		ps.Partition, ps.ControllerEpoch, ps.Leader = tp.Partition, cs.epoch.Epoch, leaderDuringDelete
-		topics = appendMetadataState(topics, tp.Topic, ps)
+		topics = appendMetadataState(topics, tp.Topic, kafkazk.TopicID{}, ps)
 	}
 	for _, id := range cs.liveIDs() {
 		req := kmsg.NewPtrUpdateMetadataRequest()
@@ -203,18 +204,24 @@ func securityProtocolID(name string) int16 {
 	return 0 // PLAINTEXT
 }
 
-func appendTopicState(states []kmsg.LeaderAndISRRequestTopicState, topic string, ps kmsg.LeaderAndISRRequestTopicPartition) []kmsg.LeaderAndISRRequestTopicState {
+// appendTopicState adds a partition's state under its topic, with the
+// topic's id (LeaderAndIsr v5+, KIP-516: brokers write it beside their
+// replicas and refuse a replica held for another id).
+func appendTopicState(states []kmsg.LeaderAndISRRequestTopicState, topic string, id kafkazk.TopicID, ps kmsg.LeaderAndISRRequestTopicPartition) []kmsg.LeaderAndISRRequestTopicState {
 	if n := len(states); n > 0 && states[n-1].Topic == topic {
 		states[n-1].PartitionStates = append(states[n-1].PartitionStates, ps)
 		return states
 	}
-	return append(states, kmsg.LeaderAndISRRequestTopicState{Topic: topic, PartitionStates: []kmsg.LeaderAndISRRequestTopicPartition{ps}})
+	return append(states, kmsg.LeaderAndISRRequestTopicState{Topic: topic, TopicID: id, PartitionStates: []kmsg.LeaderAndISRRequestTopicPartition{ps}})
 }
 
-func appendMetadataState(states []kmsg.UpdateMetadataRequestTopicState, topic string, ps kmsg.UpdateMetadataRequestTopicPartition) []kmsg.UpdateMetadataRequestTopicState {
+// appendMetadataState adds a partition's state under its topic, with the
+// topic's id (UpdateMetadata v7+: every broker's metadata cache names
+// topics by it; the zero id for a deleted topic's partitions).
+func appendMetadataState(states []kmsg.UpdateMetadataRequestTopicState, topic string, id kafkazk.TopicID, ps kmsg.UpdateMetadataRequestTopicPartition) []kmsg.UpdateMetadataRequestTopicState {
 	if n := len(states); n > 0 && states[n-1].Topic == topic {
 		states[n-1].PartitionStates = append(states[n-1].PartitionStates, ps)
 		return states
 	}
-	return append(states, kmsg.UpdateMetadataRequestTopicState{Topic: topic, PartitionStates: []kmsg.UpdateMetadataRequestTopicPartition{ps}})
+	return append(states, kmsg.UpdateMetadataRequestTopicState{Topic: topic, TopicID: id, PartitionStates: []kmsg.UpdateMetadataRequestTopicPartition{ps}})
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kafkaworkbook/workbook/stage01-log/record"
+	"github.com/kafkaworkbook/workbook/stage02-reactor/protocol"
 	"github.com/kafkaworkbook/workbook/stage05-controller/brokertest"
 	"github.com/kafkaworkbook/workbook/stage05-controller/zktest"
 )
@@ -87,9 +88,9 @@ func fetchBatches(t *testing.T, c *brokertest.Cluster, topic string, n int) (cod
 		rp.Partition, rp.FetchOffset, rp.PartitionMaxBytes, rp.CurrentLeaderEpoch, rp.LogStartOffset = 0, offset, 1<<20, -1, -1
 		rt.Partitions = append(rt.Partitions, rp)
 		req.Topics = append(req.Topics, rt)
-		resp, err := req.RequestWith(ctx, cl)
+		r, err := cl.Request(ctx, protocol.CapVersion(req, 12)) // by name: before topic ids
 		require.NoError(t, err)
-		p := resp.Topics[0].Partitions[0]
+		p := r.(*kmsg.FetchResponse).Topics[0].Partitions[0]
 		require.Zero(t, p.ErrorCode)
 		for data := p.RecordBatches; len(data) >= record.HeaderSize; {
 			h, err := record.ReadHeader(data)

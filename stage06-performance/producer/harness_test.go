@@ -21,6 +21,7 @@ import (
 
 	"github.com/kafkaworkbook/workbook/stage01-log/record"
 	"github.com/kafkaworkbook/workbook/stage02-reactor/broker"
+	"github.com/kafkaworkbook/workbook/stage02-reactor/protocol"
 	"github.com/kafkaworkbook/workbook/stage06-performance/producer"
 	"github.com/kafkaworkbook/workbook/stage06-performance/wire"
 )
@@ -221,7 +222,7 @@ func storedBatches(t testing.TB, addr, topic string, partition int32) []record.B
 		rp.Partition, rp.FetchOffset, rp.PartitionMaxBytes = partition, offset, 16<<20
 		rt.Partitions = append(rt.Partitions, rp)
 		req.Topics = append(req.Topics, rt)
-		resp, err := c.Request(ctx, req)
+		resp, err := c.Request(ctx, protocol.CapVersion(req, 12)) // by name: before topic ids
 		require.NoError(t, err)
 		p := resp.(*kmsg.FetchResponse).Topics[0].Partitions[0]
 		require.NoError(t, kerr.ErrorForCode(p.ErrorCode))
