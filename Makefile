@@ -21,6 +21,7 @@ help:
 	@echo "make run       the course's main demo: a three-broker cluster replicating (stage 03)"
 	@echo "make test      lint, then every stage's tests (sets up what is missing first)"
 	@echo "make stageNN   one stage's tests, e.g. make stage01"
+	@echo "make final     the final broker's tests (the compatibility suite, security, metrics)"
 	@echo "make lint      gofmt and go vet over every module (for Linux and macOS)"
 	@echo "make bench     every stage's benchmarks"
 	@echo "make fuzz      run each fuzz target for FUZZTIME (default 2m)"
