@@ -86,7 +86,7 @@ func New(cfg Config, opts Options) (*Server, error) {
 func (s *Server) listenerSecurity() (broker.ListenerOptions, error) {
 	per := map[string]security.Listener{}
 	for _, l := range s.cfg.Broker.Listeners {
-		sec, err := security.ForListener(s.cfg.security, l.Name, l.SecurityProtocol, s.scram, s.logger.With("listener", l.Name))
+		sec, err := security.ForListener(s.cfg.security, l.Name, l.SecurityProtocol, s.scram, s.logger)
 		if err != nil {
 			return broker.ListenerOptions{}, err
 		}

@@ -1,14 +1,12 @@
 package server
 
 import (
-	"errors"
 	"maps"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
 
-	"github.com/go-zookeeper/zk"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kafkaworkbook/workbook/stage01-log/commitlog"
@@ -31,13 +29,13 @@ import (
 type configWatcher struct {
 	s *Server
 
-	mu   sync.Mutex
-	last string // the newest notification applied. Protected by mu.
+	mu sync.Mutex
 	// broker and cluster are the dynamic broker configs:
 	// /config/brokers/<id> and /config/brokers/<default>. Protected by mu.
 	broker, cluster map[string]string
-	done            chan struct{} // closed by stop
-	wg              sync.WaitGroup
+	// listener hands on each new /config/changes notification (Kafka's
+	// ZkNodeChangeNotificationListener); nil until start.
+	listener *kafkazk.ConfigChangeListener
 }
 
 // dynamic returns the dynamic broker configs, per broker and cluster-wide.
@@ -63,10 +61,16 @@ func (w *configWatcher) loadBrokerConfigs() error {
 	return nil
 }
 
-// start loads the dynamic broker configs and every topic's config and
-// begins watching for changes.
+// start begins following /config/changes, then loads the dynamic broker
+// configs and every topic's config: a change made in between is read
+// twice, which does no harm (a notification names an entity, whose znode
+// holds its whole config).
 func (w *configWatcher) start() error {
-	w.done = make(chan struct{})
+	l, err := w.s.ZK.ListenConfigChanges(w.changed)
+	if err != nil {
+		return err
+	}
+	w.listener = l
 	if err := w.loadBrokerConfigs(); err != nil {
 		return err
 	}
@@ -74,67 +78,22 @@ func (w *configWatcher) start() error {
 	if err != nil {
 		return err
 	}
-	names, ch, err := w.s.ZK.ConfigChangesW()
-	if err != nil {
-		return err
-	}
 	for _, t := range topics {
 		w.apply(t)
 	}
-	if len(names) > 0 {
-		w.last = names[len(names)-1] // what came before was read above
-	}
-	w.wait(ch)
 	return nil
 }
 
-// wait handles the next change when ch fires.
-func (w *configWatcher) wait(ch <-chan zk.Event) {
-	w.wg.Go(func() {
-		select {
-		case <-w.done:
-		case <-ch:
-			w.changed()
-		}
-	})
-}
-
-// changed applies the notifications newer than the last applied.
-func (w *configWatcher) changed() {
-	names, ch, err := w.s.ZK.ConfigChangesW()
-	if err != nil {
-		w.s.logger.Warn("reading /config/changes", "err", err)
-		return
+// changed applies the entity a notification names: a topic, or this
+// broker's or every broker's dynamic config (users are final's SASL's).
+func (w *configWatcher) changed(entity string) {
+	if topic, ok := strings.CutPrefix(entity, kafkazk.ConfigEntityTopics+"/"); ok {
+		w.apply(topic)
 	}
-	w.mu.Lock()
-	var fresh []string
-	for _, n := range names {
-		if n > w.last {
-			fresh = append(fresh, n)
-		}
+	if b, ok := strings.CutPrefix(entity, kafkazk.ConfigEntityBrokers+"/"); ok &&
+		(b == kafkazk.ConfigBrokerDefault || b == strconv.Itoa(int(w.s.ID()))) {
+		w.brokerConfigChanged()
 	}
-	if len(fresh) > 0 {
-		w.last = fresh[len(fresh)-1]
-	}
-	w.mu.Unlock()
-	for _, n := range fresh {
-		entity, err := w.s.ZK.ConfigChange(n)
-		if errors.Is(err, zk.ErrNoNode) {
-			continue // deleted since it was listed: nothing to apply
-		}
-		if err != nil {
-			w.s.logger.Warn("ignoring a config change notification", "name", n, "err", err)
-			continue
-		}
-		if topic, ok := strings.CutPrefix(entity, kafkazk.ConfigEntityTopics+"/"); ok {
-			w.apply(topic)
-		}
-		if b, ok := strings.CutPrefix(entity, kafkazk.ConfigEntityBrokers+"/"); ok &&
-			(b == kafkazk.ConfigBrokerDefault || b == strconv.Itoa(int(w.s.ID()))) {
-			w.brokerConfigChanged()
-		}
-	}
-	w.wait(ch)
 }
 
 // brokerConfigChanged reads the dynamic broker configs again and applies
@@ -233,8 +192,7 @@ func (w *configWatcher) wrapLeaderAndIsr() broker.API {
 }
 
 func (w *configWatcher) stop() {
-	if w.done != nil {
-		close(w.done)
-		w.wg.Wait()
+	if w.listener != nil {
+		w.listener.Stop()
 	}
 }
