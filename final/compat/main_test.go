@@ -11,6 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/twmb/franz-go/pkg/kversion"
 
 	"github.com/kafkaworkbook/workbook/stage01-log/record"
 	"github.com/kafkaworkbook/workbook/stage05-controller/brokertest"
@@ -100,7 +101,12 @@ type storedBatch struct {
 // client library shows, and the values (decoded by stage 01's reader).
 func storedBatches(t *testing.T, c *brokertest.Cluster, topic string, partition int32, want int) []storedBatch {
 	t.Helper()
-	_, cl := admin(t, c)
+	// Fetch v13+ names topics by id: this reader names them, at v12.
+	byName := kversion.Stable()
+	byName.SetMaxKeyVersion(1, 12)
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.Addrs()...), kgo.MaxVersions(byName))
+	require.NoError(t, err)
+	defer cl.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	reader := record.GetReader(0)
@@ -109,7 +115,6 @@ func storedBatches(t *testing.T, c *brokertest.Cluster, topic string, partition 
 	for n, offset := 0, int64(0); n < want; {
 		require.NoError(t, ctx.Err(), "read %d of %d records of %s", n, want, topic)
 		req := kmsg.NewPtrFetchRequest()
-		req.Version = 11 // fixed: the test reads batches, not the client's choice of version
 		req.ReplicaID, req.MaxWaitMillis, req.MinBytes, req.MaxBytes = -1, 500, 1, 16<<20
 		ft := kmsg.NewFetchRequestTopic()
 		ft.Topic = topic
