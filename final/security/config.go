@@ -18,13 +18,20 @@ const (
 	KeySASLEnabledMechanisms = "sasl.enabled.mechanisms"
 	KeySASLJAASConfig        = "sasl.jaas.config"
 	KeyConnectionsMaxReauth  = "connections.max.reauth.ms"
+	// KeySASLServerMaxReceiveSize bounds the requests a client may send
+	// before it has authenticated (Kafka 3.3+, after CVE-2022-34917).
+	// Default 524288.
+	KeySASLServerMaxReceiveSize = "sasl.server.max.receive.size"
 )
+
+// DefaultSASLServerMaxReceiveSize is sasl.server.max.receive.size's default.
+const DefaultSASLServerMaxReceiveSize = 524288
 
 // Keys lists the broker keys this package reads, bare (each may also be
 // given per listener, with ListenerPrefix, and sasl.jaas.config and
 // connections.max.reauth.ms per listener and mechanism).
 func Keys() []string {
-	return []string{KeySASLEnabledMechanisms, KeySASLJAASConfig, KeyConnectionsMaxReauth,
+	return []string{KeySASLEnabledMechanisms, KeySASLJAASConfig, KeyConnectionsMaxReauth, KeySASLServerMaxReceiveSize,
 		KeySSLKeystoreType, KeySSLKeystoreLocation, KeySSLKeystorePassword, KeySSLKeyPassword,
 		KeySSLKeystoreCertificateChain, KeySSLKeystoreKey, KeySSLTruststoreType, KeySSLTruststoreLocation,
 		KeySSLTruststoreCertificates, KeySSLClientAuth, KeySSLEnabledProtocols, KeySSLCipherSuites}
@@ -137,8 +144,15 @@ func ParseSASLConfig(props map[string]string, listener string, scram ScramCreden
 		return nil, fmt.Errorf("security: listener %s: %s is empty: no SASL mechanisms are enabled", listener, KeySASLEnabledMechanisms)
 	}
 	for _, m := range cfg.Mechanisms {
+		// listener.name.<l>.<mechanism>.connections.max.reauth.ms, then
+		// listener.name.<l>.connections.max.reauth.ms, then the bare key, as
+		// Kafka's SaslChannelBuilder reads them.
 		mechKey := strings.ToLower(m) + "." + KeyConnectionsMaxReauth
-		if v, ok := ListenerValue(props, listener, mechKey); ok || hasValue(props, KeyConnectionsMaxReauth, &v) {
+		v, ok := props[ListenerPrefix(listener)+mechKey]
+		if !ok {
+			v, ok = ListenerValue(props, listener, KeyConnectionsMaxReauth)
+		}
+		if ok {
 			ms, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
 			if err != nil || ms < 0 {
 				return nil, fmt.Errorf("security: listener %s: %s: %q is not a number of milliseconds", listener, KeyConnectionsMaxReauth, v)
@@ -159,14 +173,6 @@ func ParseSASLConfig(props map[string]string, listener string, scram ScramCreden
 		}
 	}
 	return cfg, nil
-}
-
-func hasValue(props map[string]string, key string, v *string) bool {
-	s, ok := props[key]
-	if ok {
-		*v = s
-	}
-	return ok
 }
 
 // plainUsers reads PLAIN's users from the listener's JAAS config.

@@ -54,6 +54,15 @@ func TestParseSASLConfigNamesTheKeyItNeeds(t *testing.T) {
 	require.Equal(t, []string{ScramSHA512}, cfg.Mechanisms, "the listener's own key wins")
 	require.Equal(t, time.Second, cfg.MaxReauth[ScramSHA512])
 
+	// The listener's key without a mechanism wins over the bare one.
+	cfg, err = ParseSASLConfig(map[string]string{
+		"sasl.enabled.mechanisms":                          "SCRAM-SHA-512",
+		"connections.max.reauth.ms":                        "60000",
+		"listener.name.internal.connections.max.reauth.ms": "2000",
+	}, "INTERNAL", NewCredentialCache())
+	require.NoError(t, err)
+	require.Equal(t, 2*time.Second, cfg.MaxReauth[ScramSHA512])
+
 	for props, want := range map[*map[string]string]string{
 		{"sasl.jaas.config": testJAAS}:        "listener.name.sasl_plaintext.plain.sasl.jaas.config is not set (a bare sasl.jaas.config is ignored by Kafka brokers",
 		{}:                                    "listener.name.sasl_plaintext.plain.sasl.jaas.config is not set",

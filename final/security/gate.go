@@ -227,7 +227,7 @@ func (g *Gate) authenticate(r *network.Request, s *session) {
 		return
 	}
 	resp := kmsg.NewPtrSASLAuthenticateResponse()
-	challenge, done, err := g.evaluate(s, req.(*kmsg.SASLAuthenticateRequest).SASLAuthBytes)
+	challenge, done, err := g.evaluate(r, s, req.(*kmsg.SASLAuthenticateRequest).SASLAuthBytes)
 	if err != nil {
 		resp.ErrorCode = kerr.SaslAuthenticationFailed.Code
 		resp.ErrorMessage = new(g.failure(r, s, err))
@@ -243,7 +243,7 @@ func (g *Gate) authenticate(r *network.Request, s *session) {
 
 // rawToken serves a bare token after SaslHandshake v0.
 func (g *Gate) rawToken(r *network.Request, s *session) {
-	challenge, _, err := g.evaluate(s, r.Body)
+	challenge, _, err := g.evaluate(r, s, r.Body)
 	if err != nil {
 		g.failure(r, s, err)
 		r.Respond(network.Response{Close: true}) // v0 has no way to say why
@@ -254,8 +254,10 @@ func (g *Gate) rawToken(r *network.Request, s *session) {
 }
 
 // evaluate runs one token through the mechanism and, when the exchange
-// completes, marks the session authenticated.
-func (g *Gate) evaluate(s *session, token []byte) ([]byte, bool, error) {
+// completes, marks the session authenticated and lifts the bound on the
+// connection's requests (sasl.server.max.receive.size, set on the
+// listener) to socket.request.max.bytes.
+func (g *Gate) evaluate(r *network.Request, s *session, token []byte) ([]byte, bool, error) {
 	if s.badMechanism != "" {
 		return nil, false, &AuthError{s.badMechanism}
 	}
@@ -269,6 +271,9 @@ func (g *Gate) evaluate(s *session, token []byte) ([]byte, bool, error) {
 	}
 	g.logger.Debug("authenticated", "user", user, "mechanism", s.mechanism, "reauthentication", s.reauthenticating)
 	s.user, s.state, s.server, s.reauthenticating = user, stateComplete, nil, false
+	if r.Conn != nil {
+		r.Conn.SetMaxFrameBytes(0)
+	}
 	s.expires = time.Time{}
 	if d := g.cfg.MaxReauth[s.mechanism]; d > 0 {
 		s.expires = g.now().Add(d)

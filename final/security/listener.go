@@ -4,6 +4,8 @@ import (
 	"crypto/tls"
 	"fmt"
 	"log/slog"
+	"strconv"
+	"strings"
 
 	"github.com/kafkaworkbook/workbook/stage02-reactor/network"
 )
@@ -14,6 +16,11 @@ import (
 type Listener struct {
 	TLS  *tls.Config
 	Wrap func(network.Handler) network.Handler
+	// MaxReceiveBeforeAuth is sasl.server.max.receive.size on a SASL
+	// listener (0 otherwise): the largest request a connection may send
+	// until it has authenticated (network.Listener.InitialMaxFrameBytes;
+	// the gate lifts it).
+	MaxReceiveBeforeAuth int32
 }
 
 // ForListener reads a listener's security from a broker's properties:
@@ -41,6 +48,14 @@ func ForListener(props map[string]string, listener, protocol string, scram Scram
 		}
 		cfg.Logger = logger
 		l.Wrap = func(h network.Handler) network.Handler { return NewSASLGate(cfg, h) }
+		l.MaxReceiveBeforeAuth = DefaultSASLServerMaxReceiveSize
+		if v, ok := ListenerValue(props, listener, KeySASLServerMaxReceiveSize); ok {
+			n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 32)
+			if err != nil || n < 1 {
+				return Listener{}, fmt.Errorf("security: listener %s: invalid value %q for configuration %s: not a number of bytes from 1", listener, v, KeySASLServerMaxReceiveSize)
+			}
+			l.MaxReceiveBeforeAuth = int32(n)
+		}
 	}
 	return l, nil
 }

@@ -100,6 +100,7 @@ func (s *Server) listenerSecurity() (broker.ListenerOptions, error) {
 			}
 			return next
 		},
+		InitialMaxFrameBytes: func(l broker.Listener) int32 { return per[l.Name].MaxReceiveBeforeAuth },
 	}, nil
 }
 
@@ -128,11 +129,14 @@ func (s *Server) Start() error {
 		// every user ZooKeeper holds.
 		w, err := security.WatchZKCredentialsInto(s.ZK, s.scram, s.logger.With("component", "scram-credentials"))
 		if err != nil {
+			s.Metrics.Close()
+			s.ZK.Close() // stage 05's Start, which would close it on failure, never ran
 			return err
 		}
 		s.scramWatch = w
 	}
-	if err := s.Server.Start(); err != nil {
+	if err := s.Server.Start(); err != nil { // on failure it has shut down and closed ZooKeeper
+		s.stopWatchers()
 		return err
 	}
 	if s.cfg.MetricsListener != "" {
@@ -140,7 +144,9 @@ func (s *Server) Start() error {
 		if err != nil {
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
-			return errors.Join(err, s.Server.Shutdown(ctx))
+			err = errors.Join(err, s.Server.Shutdown(ctx))
+			s.stopWatchers()
+			return err
 		}
 		s.endpoint = e
 	}
@@ -163,11 +169,17 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	if s.endpoint != nil {
 		err = errors.Join(err, s.endpoint.Close(ctx))
 	}
+	s.stopWatchers()
+	return err
+}
+
+// stopWatchers ends what Start began besides the broker: the flush
+// observer of the metrics and the SCRAM credentials' ZooKeeper listener.
+func (s *Server) stopWatchers() {
 	s.Metrics.Close()
 	if s.scramWatch != nil {
 		s.scramWatch.Stop()
 	}
-	return err
 }
 
 // describedKeys are final's own keys as DescribeConfigs shows them (stage

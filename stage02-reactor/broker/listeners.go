@@ -24,6 +24,12 @@ type ListenerOptions struct {
 	// SASL authenticator in front of the SASL_PLAINTEXT and SASL_SSL
 	// listeners here; it runs on the handler pool's goroutines, like next.
 	WrapHandler func(l Listener, next network.Handler) network.Handler
+	// InitialMaxFrameBytes, if set, gives each listener's
+	// network.Listener.InitialMaxFrameBytes: the largest request a new
+	// connection may send until a handler lifts the bound (0: none but
+	// socket.request.max.bytes). final's SASL listeners bound what a client
+	// may send before it authenticates (sasl.server.max.receive.size).
+	InitialMaxFrameBytes func(l Listener) int32
 }
 
 // networkListeners turns the broker's listeners into the network server's,
@@ -48,6 +54,9 @@ func (b *Broker) networkListeners() ([]network.Listener, error) {
 	out := make([]network.Listener, 0, len(b.cfg.Listeners))
 	for _, l := range b.cfg.Listeners {
 		nl := network.Listener{Name: l.Name, SecurityProtocol: l.SecurityProtocol, Addr: l.Addr}
+		if b.opts.PerListener.InitialMaxFrameBytes != nil {
+			nl.InitialMaxFrameBytes = b.opts.PerListener.InitialMaxFrameBytes(l)
+		}
 		if l.TLS() {
 			var err error
 			if b.opts.PerListener.TLS != nil {

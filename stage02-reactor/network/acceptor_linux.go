@@ -247,7 +247,9 @@ func (a *Acceptor) prepare(fd int, sa unix.Sockaddr, p *Processor) (*conn, error
 	a.local = local
 	remote := sockaddrToTCP(sa)
 	a.nextIndex++
-	return &conn{fd: fd, proc: p, id: connID(local, remote, a.nextIndex), remote: remote, local: local}, nil
+	c := &conn{fd: fd, proc: p, id: connID(local, remote, a.nextIndex), remote: remote, local: local}
+	c.state.SetMaxFrameBytes(p.listener.InitialMaxFrameBytes)
+	return c, nil
 }
 
 // pause waits for d, or until Shutdown wakes the Acceptor.

@@ -245,7 +245,7 @@ func (p *Processor) consume(c *conn, data []byte, owned bool) {
 			}
 			c.sizeN = 0
 			size := int32(binary.BigEndian.Uint32(c.sizeBuf[:]))
-			if err := checkSize(size, p.maxRequestBytes); err != nil {
+			if err := checkSize(size, c.state.frameLimit(p.maxRequestBytes)); err != nil {
 				p.closeConn(c, closedBadSize, err)
 				return
 			}

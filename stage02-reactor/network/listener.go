@@ -48,6 +48,15 @@ type Listener struct {
 	// (0: 10 s, as net/http's). A client that connects and says nothing,
 	// or speaks plaintext to a TLS port, is closed by then at the latest.
 	TLSHandshakeTimeout time.Duration
+
+	// InitialMaxFrameBytes, when above 0, bounds the requests a new
+	// connection of this listener may announce, below
+	// socket.request.max.bytes, until a handler lifts the bound for the
+	// connection (ConnState.SetMaxFrameBytes). final's SASL listeners set
+	// Kafka's sasl.server.max.receive.size here (524288), so that a client
+	// that has not authenticated cannot make the broker hold 100 MB per
+	// connection (CVE-2022-34917); the gate lifts it on authentication.
+	InitialMaxFrameBytes int32
 }
 
 // defaultTLSHandshakeTimeout is TLSHandshakeTimeout's default.

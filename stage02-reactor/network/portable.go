@@ -164,6 +164,7 @@ func (t *portableTransport) acceptLoop() {
 			peerGone: make(chan struct{}),
 		}
 		c.id = connID(c.local, c.remote, t.nextIndex.Add(1))
+		c.state.SetMaxFrameBytes(t.l.InitialMaxFrameBytes)
 		t.srv.openConns.Add(1)
 		t.mu.Lock()
 		t.conns[c] = struct{}{}
@@ -255,7 +256,7 @@ func (c *portableConn) loop() (closeReason, error) {
 		}
 		t.stats.bytesIn.Add(4)
 		n := int32(binary.BigEndian.Uint32(size[:]))
-		if err := checkSize(n, maxBytes); err != nil {
+		if err := checkSize(n, c.state.frameLimit(maxBytes)); err != nil {
 			return closedBadSize, err
 		}
 		body, err := c.readBody(int(n))

@@ -215,7 +215,22 @@ func (f HandlerFunc) Handle(r *Request) { f(r) }
 // never race on it; Load and Store are atomic so that the handler
 // goroutines serving its successive requests see each other's Store.
 type ConnState struct {
-	v atomic.Pointer[any]
+	v        atomic.Pointer[any]
+	maxFrame atomic.Int32 // 0: socket.request.max.bytes alone
+}
+
+// SetMaxFrameBytes bounds the size prefix of the connection's next
+// requests (0: only socket.request.max.bytes). A larger one closes the
+// connection, as an oversized one always does. See
+// Listener.InitialMaxFrameBytes.
+func (s *ConnState) SetMaxFrameBytes(n int32) { s.maxFrame.Store(max(n, 0)) }
+
+// frameLimit is the largest size prefix the connection accepts now.
+func (s *ConnState) frameLimit(serverMax int32) int32 {
+	if n := s.maxFrame.Load(); n > 0 && n < serverMax {
+		return n
+	}
+	return serverMax
 }
 
 // Load returns what the last Store put in the slot, or nil.

@@ -290,3 +290,27 @@ func TestShutdownWithoutStart(t *testing.T) {
 		require.NoError(t, h2.shutdown(waitFor))
 	})
 }
+
+// A listener's InitialMaxFrameBytes bounds what a new connection may send
+// (final's SASL listeners: sasl.server.max.receive.size before
+// authentication) until a handler lifts it for that connection.
+func TestInitialMaxFrameBytesHoldsUntilAHandlerLiftsIt(t *testing.T) {
+	forEachImplementation(t, func(t *testing.T, impl implementation) {
+		h := startServer(t, impl, func(c *Config) {
+			c.Listeners = []Listener{{Name: "SASL_PLAINTEXT", SecurityProtocol: "SASL_PLAINTEXT", Addr: c.Addr, InitialMaxFrameBytes: 1024}}
+		})
+		big := pattern(0, 4000)
+		small := h.dial()
+		small.expect(small.send(opEcho, pattern(0, 100)), pattern(0, 100))
+		small.send(opEcho, big)
+		small.expectClosed()
+
+		lifted := h.dial()
+		lifted.send(opHold, nil)
+		r := <-h.held
+		r.Conn.SetMaxFrameBytes(0) // authenticated, say
+		r.Respond(Response{NoResponse: true})
+		lifted.expect(lifted.send(opEcho, big), big)
+		h.stats("one connection closed for its size", func(st Stats) bool { return st.ClosedBadSize == 1 })
+	})
+}
