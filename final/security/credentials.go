@@ -100,47 +100,63 @@ func WatchZKCredentialsInto(z *kafkazk.Client, cache *CredentialCache, logger *s
 		logger = slog.Default()
 	}
 	w := &ZKCredentials{CredentialCache: cache, zk: z, logger: logger}
+	l, err := w.listenAndLoad()
+	if err != nil {
+		if l != nil {
+			l.Stop() // outside w.mu: Stop waits for a callback that may be waiting for it
+		}
+		return nil, err
+	}
+	return w, nil
+}
+
+// listenAndLoad starts following notifications, then loads every user,
+// holding w.mu so that a notification read meanwhile is applied after the
+// load (the last read wins). On an error the listener, if it started, is
+// returned for the caller to stop once w.mu is released.
+func (w *ZKCredentials) listenAndLoad() (*kafkazk.ConfigChangeListener, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	l, err := z.ListenConfigChanges(w.changed)
+	l, err := w.zk.ListenConfigChanges(w.changed)
 	if err != nil {
 		return nil, err
 	}
 	w.listener = l
-	users, err := z.Users()
+	users, err := w.zk.Users()
 	if err != nil {
-		l.Stop()
-		return nil, err
+		return l, err
 	}
 	for _, u := range users {
 		if err := w.load(u); err != nil {
-			l.Stop()
-			return nil, err
+			return l, err
 		}
 	}
-	return w, nil
+	return l, nil
 }
 
 // Stop stops following changes; the cache keeps what it holds.
 func (w *ZKCredentials) Stop() { w.listener.Stop() }
 
 // changed reloads a user named by a notification: "users/<user>" (not
-// "users/<user>/clients/<client-id>", a quota).
-func (w *ZKCredentials) changed(entity string) {
+// "users/<user>/clients/<client-id>", a quota). A failed read is returned:
+// the listener tries the notification again rather than leave an old
+// password working.
+func (w *ZKCredentials) changed(entity string) error {
 	name, ok := strings.CutPrefix(entity, "users/")
 	if !ok || strings.Contains(name, "/") || name == "<default>" {
-		return
+		return nil
 	}
 	user, err := kafkazk.DesanitizeUser(name)
 	if err != nil {
 		w.logger.Warn("ignoring a config change for a user name Kafka would not write", "entity", entity)
-		return
+		return nil
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if err := w.load(user); err != nil {
-		w.logger.Warn("reading a user's SCRAM credentials", "user", user, "err", err)
+		return fmt.Errorf("reading the SCRAM credentials of user %s: %w", user, err)
 	}
+	return nil
 }
 
 func (w *ZKCredentials) load(user string) error {

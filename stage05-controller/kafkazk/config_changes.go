@@ -16,13 +16,19 @@ import (
 // the callback. The znode it names holds the entity's whole config, so a
 // callback re-reads it and a notification seen twice does no harm.
 //
-// A notification cannot be read while ZooKeeper is unreachable: the
-// listener tries again every retryInterval until it can, and the watch is
-// set again each time (a watch fires once).
+// A notification that cannot be read, or whose entity the callback could
+// not apply (it returns an error: ZooKeeper unreachable), is not skipped:
+// the listener tries it again, and those after it, every
+// configChangeRetry until it can, as Kafka's listener advances past a
+// notification only once it is processed. The watch is set again each
+// time (a watch fires once). Processed notifications older than
+// configChangeExpiration are deleted, as Kafka's are after 15 minutes,
+// so that /config/changes does not grow without end.
 type ConfigChangeListener struct {
-	c      *Client
-	handle func(entityPath string)
-	logger *slog.Logger
+	c          *Client
+	handle     func(entityPath string) error
+	logger     *slog.Logger
+	expiration time.Duration // configChangeExpiration; tests shorten it
 
 	mu   sync.Mutex
 	last string // the newest notification handed on. Protected by mu.
@@ -36,11 +42,15 @@ type ConfigChangeListener struct {
 // /config/changes again after a failure.
 const configChangeRetry = time.Second
 
+// configChangeExpiration is how old a processed notification may grow
+// before the listener deletes it (Kafka's changeExpirationMs).
+const configChangeExpiration = 15 * time.Minute
+
 // ListenConfigChanges starts a listener. Notifications already present
 // are not handed on: the caller reads the entities' current configs after
 // this returns (a change made in between reaches it either way).
-func (c *Client) ListenConfigChanges(handle func(entityPath string)) (*ConfigChangeListener, error) {
-	l := &ConfigChangeListener{c: c, handle: handle, logger: c.logger, done: make(chan struct{})}
+func (c *Client) ListenConfigChanges(handle func(entityPath string) error) (*ConfigChangeListener, error) {
+	l := &ConfigChangeListener{c: c, handle: handle, logger: c.logger, expiration: configChangeExpiration, done: make(chan struct{})}
 	names, ch, err := c.ConfigChangesW()
 	if err != nil {
 		return nil, err
@@ -78,7 +88,8 @@ func (l *ConfigChangeListener) wait(ch <-chan zk.Event) {
 	})
 }
 
-// changed hands on the notifications newer than the last handed on.
+// changed hands on the notifications newer than the last handed on, in
+// order, and deletes the expired ones among those handed on.
 func (l *ConfigChangeListener) changed() {
 	names, ch, err := l.c.ConfigChangesW()
 	if err != nil {
@@ -87,26 +98,52 @@ func (l *ConfigChangeListener) changed() {
 		return
 	}
 	l.mu.Lock()
-	var fresh []string
-	for _, n := range names {
-		if n > l.last {
-			fresh = append(fresh, n)
-		}
-	}
-	if len(fresh) > 0 {
-		l.last = fresh[len(fresh)-1]
-	}
+	last, expiration := l.last, l.expiration
 	l.mu.Unlock()
-	for _, n := range fresh {
-		entity, err := l.c.ConfigChange(n)
-		if errors.Is(err, zk.ErrNoNode) {
-			continue // deleted since it was listed: nothing to apply
-		}
-		if err != nil {
-			l.logger.Warn("ignoring a config change notification", "name", n, "err", err)
+	for _, n := range names {
+		if n <= last {
 			continue
 		}
-		l.handle(entity)
+		entity, err := l.c.ConfigChange(n)
+		switch {
+		case errors.Is(err, zk.ErrNoNode):
+			err = nil // deleted since it was listed: nothing to apply
+		case err == nil:
+			err = l.handle(entity)
+		}
+		if err != nil {
+			l.logger.Warn("a config change notification could not be processed; trying again", "name", n, "err", err)
+			l.wait(nil)
+			return
+		}
+		l.mu.Lock()
+		l.last, last = n, n
+		l.mu.Unlock()
 	}
+	l.c.purgeConfigChanges(names, last, time.Now().Add(-expiration), l.logger)
 	l.wait(ch)
+}
+
+// purgeConfigChanges deletes the notifications up to last created before
+// cutoff (Kafka's purgeObsoleteNotifications). A failure is only logged:
+// the next change tries again.
+func (c *Client) purgeConfigChanges(names []string, last string, cutoff time.Time, logger *slog.Logger) {
+	for _, n := range names {
+		if n > last {
+			return
+		}
+		p := ConfigChangesPath + "/" + n
+		ok, stat, err := c.conn.Exists(p)
+		if err != nil {
+			logger.Warn("purging config change notifications", "name", n, "err", err)
+			return
+		}
+		if !ok || time.UnixMilli(stat.Ctime).After(cutoff) {
+			continue
+		}
+		if err := c.conn.Delete(p, -1); err != nil && !errors.Is(err, zk.ErrNoNode) {
+			logger.Warn("purging config change notifications", "name", n, "err", err)
+			return
+		}
+	}
 }

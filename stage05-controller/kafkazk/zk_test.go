@@ -1,6 +1,7 @@
 package kafkazk_test
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -312,7 +313,7 @@ func TestZooKeeperLayout(t *testing.T) {
 	t.Run("a user's config is written and every listener hears of it", func(t *testing.T) {
 		c := connect(t, ens)
 		heard := make(chan string, 10)
-		l, err := c.ListenConfigChanges(func(entity string) { heard <- entity })
+		l, err := c.ListenConfigChanges(func(entity string) error { heard <- entity; return nil })
 		require.NoError(t, err)
 		defer l.Stop()
 
@@ -340,6 +341,50 @@ func TestZooKeeperLayout(t *testing.T) {
 		case <-time.After(10 * time.Second):
 			t.Fatal("the listener did not hear of the next change: its watch was not set again")
 		}
+	})
+
+	t.Run("a notification the callback could not apply is tried again, not skipped", func(t *testing.T) {
+		c := connect(t, ens)
+		heard := make(chan string, 10)
+		failures := 2
+		l, err := c.ListenConfigChanges(func(entity string) error {
+			if failures > 0 { // ZooKeeper unreachable, say: the entity could not be read
+				failures--
+				return errors.New("cannot read the entity")
+			}
+			heard <- entity
+			return nil
+		})
+		require.NoError(t, err)
+		defer l.Stop()
+		require.NoError(t, c.SetTopicConfig("retried", map[string]string{"retention.ms": "1"}))
+		require.NoError(t, c.SetTopicConfig("after", map[string]string{"retention.ms": "2"}))
+		for _, want := range []string{"topics/retried", "topics/after"} {
+			select {
+			case entity := <-heard:
+				require.Equal(t, want, entity, "in order, the failed one first")
+			case <-time.After(15 * time.Second):
+				t.Fatalf("never heard %s", want)
+			}
+		}
+	})
+
+	t.Run("processed notifications expire and are deleted", func(t *testing.T) {
+		c := connect(t, ens)
+		heard := make(chan string, 10)
+		l, err := c.ListenConfigChanges(func(entity string) error { heard <- entity; return nil })
+		require.NoError(t, err)
+		defer l.Stop()
+		kafkazk.ExpireConfigChangesAfter(l, 0) // a notification expires once processed
+		require.NoError(t, c.SetTopicConfig("expiring", map[string]string{"retention.ms": "1"}))
+		require.Equal(t, "topics/expiring", <-heard)
+		require.NoError(t, c.SetTopicConfig("expiring", map[string]string{"retention.ms": "2"}))
+		require.Equal(t, "topics/expiring", <-heard)
+		require.Eventually(t, func() bool {
+			names, _, err := c.Conn().Children(kafkazk.ConfigChangesPath)
+			require.NoError(t, err)
+			return len(names) == 0
+		}, 10*time.Second, 50*time.Millisecond, "the expired notifications were deleted")
 	})
 
 	t.Run("every broker reads the same cluster id", func(t *testing.T) {

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"fmt"
 	"maps"
 	"slices"
 	"strconv"
@@ -28,6 +29,11 @@ import (
 // effective config, so it too takes effect at once.
 type configWatcher struct {
 	s *Server
+
+	// applying orders apply's read of ZooKeeper and write of the config:
+	// a notification's apply and a LeaderAndIsr's for the same topic must
+	// not interleave, or the older read could land last.
+	applying sync.Mutex
 
 	mu sync.Mutex
 	// broker and cluster are the dynamic broker configs:
@@ -79,50 +85,59 @@ func (w *configWatcher) start() error {
 		return err
 	}
 	for _, t := range topics {
-		w.apply(t)
+		if err := w.apply(t); err != nil {
+			return err
+		}
 	}
 	return nil
 }
 
 // changed applies the entity a notification names: a topic, or this
 // broker's or every broker's dynamic config (users are final's SASL's).
-func (w *configWatcher) changed(entity string) {
+// An error (ZooKeeper could not be read) makes the listener try the
+// notification again.
+func (w *configWatcher) changed(entity string) error {
 	if topic, ok := strings.CutPrefix(entity, kafkazk.ConfigEntityTopics+"/"); ok {
-		w.apply(topic)
+		return w.apply(topic)
 	}
 	if b, ok := strings.CutPrefix(entity, kafkazk.ConfigEntityBrokers+"/"); ok &&
 		(b == kafkazk.ConfigBrokerDefault || b == strconv.Itoa(int(w.s.ID()))) {
-		w.brokerConfigChanged()
+		return w.brokerConfigChanged()
 	}
+	return nil
 }
 
 // brokerConfigChanged reads the dynamic broker configs again and applies
 // every topic's config with them.
-func (w *configWatcher) brokerConfigChanged() {
+func (w *configWatcher) brokerConfigChanged() error {
 	if err := w.loadBrokerConfigs(); err != nil {
-		w.s.logger.Warn("reading the dynamic broker configs", "err", err)
-		return
+		return fmt.Errorf("reading the dynamic broker configs: %w", err)
 	}
 	topics, err := w.s.ZK.Topics()
 	if err != nil {
-		w.s.logger.Warn("listing topics for a dynamic broker config", "err", err)
-		return
+		return fmt.Errorf("listing topics for a dynamic broker config: %w", err)
 	}
 	for _, t := range topics {
-		w.apply(t)
+		if err := w.apply(t); err != nil {
+			return err
+		}
 	}
+	return nil
 }
 
 // apply reads a topic's config and sets it on this broker: the ISR keys
 // on stage 04's topic configs, the log keys on the store, which hands them
 // to the topic's logs. The keys the topic does not set and a dynamic
 // broker config does are set too: the static broker config stays the
-// store's default.
-func (w *configWatcher) apply(topic string) {
+// store's default. Only a failed read of ZooKeeper is an error; a config
+// this broker cannot apply is logged (it will not apply on a retry
+// either).
+func (w *configWatcher) apply(topic string) error {
+	w.applying.Lock()
+	defer w.applying.Unlock()
 	own, err := w.s.ZK.TopicConfig(topic)
 	if err != nil {
-		w.s.logger.Warn("reading a topic config", "topic", topic, "err", err)
-		return
+		return fmt.Errorf("reading the config of topic %s: %w", topic, err)
 	}
 	config := maps.Clone(own)
 	for _, v := range w.s.topicConfigValues(own) {
@@ -136,11 +151,12 @@ func (w *configWatcher) apply(topic string) {
 		w.s.logger.Warn("a topic config this broker cannot apply", "topic", topic, "config", config, "err", err)
 	}
 	if len(logKeys) == 0 && len(w.s.Store().TopicConfigs(topic)) == 0 {
-		return
+		return nil
 	}
 	if err := w.s.Store().SetTopicConfigs(topic, logKeys); err != nil {
 		w.s.logger.Warn("a topic config this broker cannot apply", "topic", topic, "config", config, "err", err)
 	}
+	return nil
 }
 
 // splitTopicConfig splits a topic's config into the keys of stage 04's
@@ -173,7 +189,12 @@ func (w *configWatcher) beforeLeaderAndIsr(req *kmsg.LeaderAndISRRequest) {
 	slices.Sort(topics)
 	for _, t := range slices.Compact(topics) {
 		if len(w.s.Store().TopicPartitions(t)) == 0 {
-			w.apply(t)
+			if err := w.apply(t); err != nil {
+				// The log is created with the broker's defaults; the
+				// topic's own config arrives with the next notification
+				// or LeaderAndIsr.
+				w.s.logger.Warn("a new topic's config could not be read", "topic", t, "err", err)
+			}
 		}
 	}
 }
