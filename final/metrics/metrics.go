@@ -103,12 +103,16 @@ func (m *Metrics) Serve(addr string, logger *slog.Logger) (*Endpoint, error) {
 // Addr is the address the endpoint listens on.
 func (e *Endpoint) Addr() net.Addr { return e.ln.Addr() }
 
-// Close stops the endpoint, letting scrapes under way finish until ctx
-// ends.
+// Close stops the endpoint, letting scrapes under way finish for up to
+// five seconds or until ctx ends, then closing what is left.
 func (e *Endpoint) Close(ctx context.Context) error {
-	err := e.srv.Shutdown(ctx)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	if err := e.srv.Shutdown(ctx); err != nil {
+		e.srv.Close() // scrapes still under way: cut them
+	}
 	<-e.done
-	return err
+	return nil
 }
 
 // msBuckets are the histograms' buckets in milliseconds, from 0.1 ms (a

@@ -50,7 +50,7 @@ func (m *requestMetrics) observe(t *broker.RequestTiming) {
 	m.record(name, version, t)
 	if f, ok := t.Body.(*kmsg.FetchRequest); ok {
 		sub := "FetchConsumer"
-		if f.ReplicaID >= 0 {
+		if broker.FetchReplicaID(f) >= 0 {
 			sub = "FetchFollower"
 		}
 		m.record(sub, version, t)

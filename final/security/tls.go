@@ -130,6 +130,15 @@ func TLSConfig(props map[string]string, listener string) (*tls.Config, error) {
 				cfg.CipherSuites = append(cfg.CipherSuites, s.ID)
 			}
 		}
+		// Go fixes TLS 1.3's suites. A list naming none for TLS 1.2 allows
+		// no TLS 1.2 suite, as Java would: TLS 1.3 only (an empty
+		// CipherSuites would mean Go's whole default list instead).
+		if len(cfg.CipherSuites) == 0 {
+			if cfg.MaxVersion < tls.VersionTLS13 {
+				return nil, fail(KeySSLCipherSuites, "%q names only TLS 1.3 suites, but ssl.enabled.protocols stops below TLSv1.3", suites)
+			}
+			cfg.MinVersion = tls.VersionTLS13
+		}
 	}
 	return cfg, nil
 }

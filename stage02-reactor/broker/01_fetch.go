@@ -145,7 +145,7 @@ func handleFetch(r *Request, src FetchSource, w FetchWaiter) {
 // framed (over 2 GiB, which the budgets prevent) closes the connection: the
 // client cannot be told otherwise.
 func respondFetch(r *Request, resp *protocol.FetchResponse) {
-	if req, ok := r.Body.(*kmsg.FetchRequest); ok && req.ReplicaID < 0 { // BytesOutPerSec counts consumers' fetches
+	if req, ok := r.Body.(*kmsg.FetchRequest); ok && FetchReplicaID(req) < 0 { // BytesOutPerSec counts consumers' fetches
 		for _, t := range resp.Topics {
 			var n int64
 			for _, p := range t.Partitions {
@@ -194,7 +194,7 @@ func planFetch(req *kmsg.FetchRequest, fetchMaxBytes int32) *fetchPlan {
 		partition int32
 	}
 	type slot struct{ topic, partition int } // indexes into f.topics (stable, unlike pointers into growing slices)
-	f := &fetchPlan{replicaID: fetchReplicaID(req), byID: req.Version >= 13, minBytes: req.MinBytes, maxBytes: int64(min(req.MaxBytes, fetchMaxBytes))}
+	f := &fetchPlan{replicaID: FetchReplicaID(req), byID: req.Version >= 13, minBytes: req.MinBytes, maxBytes: int64(min(req.MaxBytes, fetchMaxBytes))}
 	slots := map[key]slot{}
 	for ti := range req.Topics {
 		t := &req.Topics[ti]

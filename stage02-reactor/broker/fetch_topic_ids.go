@@ -26,9 +26,10 @@ func fetchNamer(src FetchSource, st *store.Store) TopicNamer {
 	return st
 }
 
-// fetchReplicaID is the fetching broker's id, -1 for a consumer: v15 moved
-// it from ReplicaID into the tagged ReplicaState (KIP-903).
-func fetchReplicaID(req *kmsg.FetchRequest) int32 {
+// FetchReplicaID is the fetching broker's id, -1 for a consumer: v15 moved
+// it from ReplicaID into the tagged ReplicaState (KIP-903). final's
+// metrics use it to tell FetchFollower from FetchConsumer.
+func FetchReplicaID(req *kmsg.FetchRequest) int32 {
 	if req.Version >= 15 {
 		return req.ReplicaState.ID
 	}

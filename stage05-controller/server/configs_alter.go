@@ -149,7 +149,7 @@ func (s *Server) alterResource(typ kmsg.ConfigResourceType, name string, ops []c
 		if o.value == nil && o.op != kmsg.IncrementalAlterConfigOpDelete {
 			nulls = append(nulls, o.name)
 		}
-		if o.op > kmsg.IncrementalAlterConfigOpSubtract {
+		if o.op < kmsg.IncrementalAlterConfigOpSet || o.op > kmsg.IncrementalAlterConfigOpSubtract {
 			return invalidRequest("Unknown operations type %d", o.op)
 		}
 	}

@@ -138,6 +138,7 @@ func (s *Server) failStart(err error) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	s.Server.Shutdown(ctx)
+	s.config.stop()
 	s.ZK.Close()
 	return err
 }
