@@ -119,10 +119,9 @@ func runConfigs(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	var f configsFlags
 	fs := newFlagSet("configs")
 	f.conn.register(fs)
-	fs.BoolVar(&f.describe, "describe", false, "")
-	fs.BoolVar(&f.alter, "alter", false, "")
-	fs.BoolVar(&f.all, "all", false, "")
-	fs.BoolVar(&f.deflt, "entity-default", false, "")
+	actions := map[string]*bool{"describe": &f.describe, "alter": &f.alter}
+	boolFlags(fs, actions)
+	boolFlags(fs, map[string]*bool{"all": &f.all, "entity-default": &f.deflt})
 	fs.StringVar(&f.entityType, "entity-type", "", "")
 	fs.StringVar(&f.entityName, "entity-name", "", "")
 	fs.Var(&f.add, "add-config", "")
@@ -131,7 +130,7 @@ func runConfigs(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if err := parse(fs, args); err != nil {
 		return err
 	}
-	if _, err := oneAction(map[string]bool{"--describe": f.describe, "--alter": f.alter}); err != nil {
+	if _, err := oneAction(actions); err != nil {
 		return err
 	}
 	switch {

@@ -78,14 +78,23 @@ func splitOutsideBrackets(s string, sep byte) []string {
 	return append(parts, s[start:])
 }
 
-// oneAction checks that exactly one of the action flags is set and
-// returns its name.
-func oneAction(actions map[string]bool) (string, error) {
+// boolFlags registers a switch (a bool flag, off unless given) for each
+// name, stored where its pointer says.
+func boolFlags(fs *flag.FlagSet, flags map[string]*bool) {
+	for name, p := range flags {
+		fs.BoolVar(p, name, false, "")
+	}
+}
+
+// oneAction checks, after parsing, that exactly one of the action
+// switches (as given to boolFlags) is set and returns it as written on the
+// command line ("--list").
+func oneAction(actions map[string]*bool) (string, error) {
 	var set, all []string
 	for name, on := range actions {
-		all = append(all, name)
-		if on {
-			set = append(set, name)
+		all = append(all, "--"+name)
+		if *on {
+			set = append(set, "--"+name)
 		}
 	}
 	sort.Strings(all)
