@@ -127,10 +127,7 @@ func runConfigs(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	fs.Var(&f.add, "add-config", "")
 	fs.Var(&f.del, "delete-config", "")
 	fs.StringVar(&f.zookeeper, "zookeeper", "", "")
-	if err := parse(fs, args); err != nil {
-		return err
-	}
-	if _, err := oneAction(actions); err != nil {
+	if _, _, err := parseAction(fs, args, actions); err != nil {
 		return err
 	}
 	switch {
@@ -159,11 +156,10 @@ func runConfigs(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		return runConfigsZooKeeper(ctx, f, stdout)
 	}
 
-	s, ctx, cancel, err := f.conn.connect(ctx, stdout, stderr)
+	s, ctx, err := f.conn.connect(ctx, stdout, stderr)
 	if err != nil {
 		return err
 	}
-	defer cancel()
 	defer s.close()
 	switch {
 	case f.describe && f.entityType == "users":

@@ -105,6 +105,19 @@ func oneAction(actions map[string]*bool) (string, error) {
 	return set[0], nil
 }
 
+// parseAction parses args (parse), checks that exactly one of the
+// actions is given (oneAction) and returns it with the set of flags given
+// (setFlags).
+func parseAction(fs *flag.FlagSet, args []string, actions map[string]*bool) (action string, set map[string]bool, err error) {
+	if err := parse(fs, args); err != nil {
+		return "", nil, err
+	}
+	if action, err = oneAction(actions); err != nil {
+		return "", nil, err
+	}
+	return action, setFlags(fs), nil
+}
+
 // setFlags is the set of flags given on the command line.
 func setFlags(fs *flag.FlagSet) map[string]bool {
 	set := map[string]bool{}

@@ -84,14 +84,10 @@ func runGroups(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	fs.Var(&topicList{&f.topics}, "topic", "")
 	fs.Int64Var(&f.toOffset, "to-offset", 0, "")
 	fs.Int64Var(&f.shiftBy, "shift-by", 0, "")
-	if err := parse(fs, args); err != nil {
-		return err
-	}
-	action, err := oneAction(actions)
+	action, set, err := parseAction(fs, args, actions)
 	if err != nil {
 		return err
 	}
-	set := setFlags(fs)
 	switch {
 	case !f.list && len(f.groups) == 0:
 		return usagef("%s needs --group", action)
@@ -117,11 +113,10 @@ func runGroups(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		}
 	}
 
-	s, ctx, cancel, err := f.conn.connect(ctx, stdout, stderr)
+	s, ctx, err := f.conn.connect(ctx, stdout, stderr)
 	if err != nil {
 		return err
 	}
-	defer cancel()
 	defer s.close()
 	switch {
 	case f.list:

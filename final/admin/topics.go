@@ -79,14 +79,10 @@ func runTopics(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	fs.IntVar(&f.partitions, "partitions", -1, "")
 	fs.IntVar(&f.replicationFactor, "replication-factor", -1, "")
 	fs.Var(&f.configs, "config", "")
-	if err := parse(fs, args); err != nil {
-		return err
-	}
-	action, err := oneAction(actions)
+	action, set, err := parseAction(fs, args, actions)
 	if err != nil {
 		return err
 	}
-	set := setFlags(fs)
 	switch {
 	case (f.create || f.del || f.alter) && f.topic == "":
 		return usagef("%s needs --topic", action)
@@ -102,11 +98,10 @@ func runTopics(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return usagef("--list takes no --topic")
 	}
 
-	s, ctx, cancel, err := f.conn.connect(ctx, stdout, stderr)
+	s, ctx, err := f.conn.connect(ctx, stdout, stderr)
 	if err != nil {
 		return err
 	}
-	defer cancel()
 	defer s.close()
 	switch {
 	case f.list:
