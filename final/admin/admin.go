@@ -157,22 +157,23 @@ type session struct {
 	out, errOut io.Writer
 	cl          *kgo.Client
 	adm         *kadm.Client
+	cancel      context.CancelFunc // the command's --timeout
 
 	// versions is the first broker's ApiVersions answer, asked once.
 	versions *kmsg.ApiVersionsResponse
 }
 
 // connect opens clients to the cluster that c names. The context bounds
-// the command (--timeout); the caller closes the session.
-func (c *connFlags) connect(ctx context.Context, stdout, stderr io.Writer) (*session, context.Context, context.CancelFunc, error) {
+// the command (--timeout) until the caller closes the session.
+func (c *connFlags) connect(ctx context.Context, stdout, stderr io.Writer) (*session, context.Context, error) {
 	if c.bootstrap == "" {
-		return nil, nil, nil, usagef("--bootstrap-server is required")
+		return nil, nil, usagef("--bootstrap-server is required")
 	}
 	opts := []kgo.Opt{kgo.SeedBrokers(strings.Split(c.bootstrap, ",")...), kgo.ClientID("kafkaworkbook-admin")}
 	if c.commandConfig != "" {
 		cfg, err := ReadClientConfig(c.commandConfig)
 		if err != nil {
-			return nil, nil, nil, err
+			return nil, nil, err
 		}
 		for _, k := range cfg.Unknown {
 			fmt.Fprintf(stderr, "WARN: the configuration '%s' was supplied but isn't a known config.\n", k)
@@ -181,15 +182,18 @@ func (c *connFlags) connect(ctx context.Context, stdout, stderr io.Writer) (*ses
 	}
 	cl, err := kgo.NewClient(opts...)
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, nil, err
 	}
 	adm := kadm.NewClient(cl)
 	adm.SetTimeoutMillis(int32(min(c.timeout, 60*time.Second).Milliseconds()))
 	ctx, cancel := context.WithTimeout(ctx, c.timeout)
-	return &session{out: stdout, errOut: stderr, cl: cl, adm: adm}, ctx, cancel, nil
+	return &session{out: stdout, errOut: stderr, cl: cl, adm: adm, cancel: cancel}, ctx, nil
 }
 
-func (s *session) close() { s.cl.Close() }
+func (s *session) close() {
+	s.cl.Close()
+	s.cancel()
+}
 
 // serves reports whether the brokers serve the API key at all, by one
 // broker's ApiVersions answer (the brokers of a cluster serve the same

@@ -1,25 +1,17 @@
 package admin_test
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"fmt"
-	"math/big"
-	"net"
 	"os"
 	"path/filepath"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kfake"
 
 	"github.com/kafkaworkbook/workbook/final/admin"
+	"github.com/kafkaworkbook/workbook/stage02-reactor/tlstest"
 )
 
 // TestParseJAASReadsKafkasLoginModuleLine: the username and password of
@@ -100,17 +92,10 @@ func TestCommandConfigReachesSASLAndMutualTLSListeners(t *testing.T) {
 	require.Contains(t, ok(t, "cluster", "--bootstrap-server", bs, "--command-config", good), "Brokers:\n")
 	fails(t, "SASL", "cluster", "--bootstrap-server", bs, "--command-config", bad, "--timeout", "3s")
 
-	dir := t.TempDir()
-	ca, caKey := newCA(t)
-	serverCert := issue(t, ca, caKey, "broker", false)
-	clientPEM := filepath.Join(dir, "client.pem")
-	writePEM(t, clientPEM, issue(t, ca, caKey, "admin-client", true))
-	caPEM := filepath.Join(dir, "ca.pem")
-	require.NoError(t, os.WriteFile(caPEM, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: ca.Raw}), 0o600))
-	pool := x509.NewCertPool()
-	pool.AddCert(ca)
-	_, tlsBS := fakeCluster(t, kfake.NumBrokers(1), kfake.TLS(&tls.Config{Certificates: []tls.Certificate{serverCert},
-		ClientAuth: tls.RequireAndVerifyClientCert, ClientCAs: pool}))
+	pki := tlstest.New(t)
+	clientPEM := pki.WriteFile("client.pem", pki.ClientKeystorePEM("admin-client"))
+	caPEM := pki.WriteFile("ca.pem", pki.CAPEM())
+	_, tlsBS := fakeCluster(t, kfake.NumBrokers(1), kfake.TLS(pki.ServerConfig(tls.RequireAndVerifyClientCert)))
 
 	mtls := clientConfig(t, "security.protocol=SSL", "ssl.truststore.type=PEM", "ssl.truststore.location="+caPEM,
 		"ssl.keystore.type=PEM", "ssl.keystore.location="+clientPEM)
@@ -118,47 +103,4 @@ func TestCommandConfigReachesSASLAndMutualTLSListeners(t *testing.T) {
 	noCert := clientConfig(t, "security.protocol=SSL", "ssl.truststore.location="+caPEM)
 	fails(t, "Error: ", "cluster", "--bootstrap-server", tlsBS, "--command-config", noCert, "--timeout", "3s")
 	fails(t, "Error: ", "cluster", "--bootstrap-server", tlsBS, "--timeout", "3s")
-}
-
-// newCA makes a self-signed certificate authority.
-func newCA(t testing.TB) (*x509.Certificate, *ecdsa.PrivateKey) {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	require.NoError(t, err)
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "workbook test CA"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour), IsCA: true,
-		BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	require.NoError(t, err)
-	ca, err := x509.ParseCertificate(der)
-	require.NoError(t, err)
-	return ca, key
-}
-
-// issue makes a certificate for 127.0.0.1 signed by the CA.
-func issue(t testing.TB, ca *x509.Certificate, caKey *ecdsa.PrivateKey, name string, client bool) tls.Certificate {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	require.NoError(t, err)
-	usage := x509.ExtKeyUsageServerAuth
-	if client {
-		usage = x509.ExtKeyUsageClientAuth
-	}
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(time.Now().UnixNano()), Subject: pkix.Name{CommonName: name},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		ExtKeyUsage: []x509.ExtKeyUsage{usage}, IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)}}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
-	require.NoError(t, err)
-	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}
-}
-
-// writePEM writes a certificate and its key into one PEM file, the form
-// of Kafka's ssl.keystore.type=PEM.
-func writePEM(t testing.TB, path string, c tls.Certificate) {
-	t.Helper()
-	keyDER, err := x509.MarshalPKCS8PrivateKey(c.PrivateKey)
-	require.NoError(t, err)
-	data := append(pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: keyDER}),
-		pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: c.Certificate[0]})...)
-	require.NoError(t, os.WriteFile(path, data, 0o600))
 }

@@ -35,11 +35,10 @@ func runCluster(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if err := parse(fs, args); err != nil {
 		return err
 	}
-	s, ctx, cancel, err := conn.connect(ctx, stdout, stderr)
+	s, ctx, err := conn.connect(ctx, stdout, stderr)
 	if err != nil {
 		return err
 	}
-	defer cancel()
 	defer s.close()
 	m, err := s.adm.BrokerMetadata(ctx)
 	if err != nil {

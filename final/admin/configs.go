@@ -119,19 +119,15 @@ func runConfigs(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	var f configsFlags
 	fs := newFlagSet("configs")
 	f.conn.register(fs)
-	fs.BoolVar(&f.describe, "describe", false, "")
-	fs.BoolVar(&f.alter, "alter", false, "")
-	fs.BoolVar(&f.all, "all", false, "")
-	fs.BoolVar(&f.deflt, "entity-default", false, "")
+	actions := map[string]*bool{"describe": &f.describe, "alter": &f.alter}
+	boolFlags(fs, actions)
+	boolFlags(fs, map[string]*bool{"all": &f.all, "entity-default": &f.deflt})
 	fs.StringVar(&f.entityType, "entity-type", "", "")
 	fs.StringVar(&f.entityName, "entity-name", "", "")
 	fs.Var(&f.add, "add-config", "")
 	fs.Var(&f.del, "delete-config", "")
 	fs.StringVar(&f.zookeeper, "zookeeper", "", "")
-	if err := parse(fs, args); err != nil {
-		return err
-	}
-	if _, err := oneAction(map[string]bool{"--describe": f.describe, "--alter": f.alter}); err != nil {
+	if _, _, err := parseAction(fs, args, actions); err != nil {
 		return err
 	}
 	switch {
@@ -160,11 +156,10 @@ func runConfigs(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		return runConfigsZooKeeper(ctx, f, stdout)
 	}
 
-	s, ctx, cancel, err := f.conn.connect(ctx, stdout, stderr)
+	s, ctx, err := f.conn.connect(ctx, stdout, stderr)
 	if err != nil {
 		return err
 	}
-	defer cancel()
 	defer s.close()
 	switch {
 	case f.describe && f.entityType == "users":

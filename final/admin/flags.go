@@ -78,14 +78,23 @@ func splitOutsideBrackets(s string, sep byte) []string {
 	return append(parts, s[start:])
 }
 
-// oneAction checks that exactly one of the action flags is set and
-// returns its name.
-func oneAction(actions map[string]bool) (string, error) {
+// boolFlags registers a switch (a bool flag, off unless given) for each
+// name, stored where its pointer says.
+func boolFlags(fs *flag.FlagSet, flags map[string]*bool) {
+	for name, p := range flags {
+		fs.BoolVar(p, name, false, "")
+	}
+}
+
+// oneAction checks, after parsing, that exactly one of the action
+// switches (as given to boolFlags) is set and returns it as written on the
+// command line ("--list").
+func oneAction(actions map[string]*bool) (string, error) {
 	var set, all []string
 	for name, on := range actions {
-		all = append(all, name)
-		if on {
-			set = append(set, name)
+		all = append(all, "--"+name)
+		if *on {
+			set = append(set, "--"+name)
 		}
 	}
 	sort.Strings(all)
@@ -94,6 +103,19 @@ func oneAction(actions map[string]bool) (string, error) {
 		return "", usagef("exactly one of %s is required", strings.Join(all, ", "))
 	}
 	return set[0], nil
+}
+
+// parseAction parses args (parse), checks that exactly one of the
+// actions is given (oneAction) and returns it with the set of flags given
+// (setFlags).
+func parseAction(fs *flag.FlagSet, args []string, actions map[string]*bool) (action string, set map[string]bool, err error) {
+	if err := parse(fs, args); err != nil {
+		return "", nil, err
+	}
+	if action, err = oneAction(actions); err != nil {
+		return "", nil, err
+	}
+	return action, setFlags(fs), nil
 }
 
 // setFlags is the set of flags given on the command line.

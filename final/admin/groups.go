@@ -76,30 +76,18 @@ func runGroups(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	var f groupsFlags
 	fs := newFlagSet("groups")
 	f.conn.register(fs)
-	fs.BoolVar(&f.list, "list", false, "")
-	fs.BoolVar(&f.describe, "describe", false, "")
-	fs.BoolVar(&f.del, "delete", false, "")
-	fs.BoolVar(&f.reset, "reset-offsets", false, "")
-	fs.BoolVar(&f.state, "state", false, "")
-	fs.BoolVar(&f.members, "members", false, "")
+	actions := map[string]*bool{"list": &f.list, "describe": &f.describe, "delete": &f.del, "reset-offsets": &f.reset}
+	boolFlags(fs, actions)
+	boolFlags(fs, map[string]*bool{"state": &f.state, "members": &f.members, "all-topics": &f.allTopics,
+		"to-earliest": &f.toEarliest, "to-latest": &f.toLatest, "dry-run": &f.dryRun, "execute": &f.exec})
 	fs.Var(&f.groups, "group", "")
 	fs.Var(&topicList{&f.topics}, "topic", "")
-	fs.BoolVar(&f.allTopics, "all-topics", false, "")
-	fs.BoolVar(&f.toEarliest, "to-earliest", false, "")
-	fs.BoolVar(&f.toLatest, "to-latest", false, "")
 	fs.Int64Var(&f.toOffset, "to-offset", 0, "")
 	fs.Int64Var(&f.shiftBy, "shift-by", 0, "")
-	fs.BoolVar(&f.dryRun, "dry-run", false, "")
-	fs.BoolVar(&f.exec, "execute", false, "")
-	if err := parse(fs, args); err != nil {
-		return err
-	}
-	action, err := oneAction(map[string]bool{"--list": f.list, "--describe": f.describe, "--delete": f.del,
-		"--reset-offsets": f.reset})
+	action, set, err := parseAction(fs, args, actions)
 	if err != nil {
 		return err
 	}
-	set := setFlags(fs)
 	switch {
 	case !f.list && len(f.groups) == 0:
 		return usagef("%s needs --group", action)
@@ -125,11 +113,10 @@ func runGroups(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		}
 	}
 
-	s, ctx, cancel, err := f.conn.connect(ctx, stdout, stderr)
+	s, ctx, err := f.conn.connect(ctx, stdout, stderr)
 	if err != nil {
 		return err
 	}
-	defer cancel()
 	defer s.close()
 	switch {
 	case f.list:

@@ -72,27 +72,17 @@ func runTopics(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	var f topicsFlags
 	fs := newFlagSet("topics")
 	f.conn.register(fs)
-	fs.BoolVar(&f.list, "list", false, "")
-	fs.BoolVar(&f.describe, "describe", false, "")
-	fs.BoolVar(&f.create, "create", false, "")
-	fs.BoolVar(&f.del, "delete", false, "")
-	fs.BoolVar(&f.alter, "alter", false, "")
+	actions := map[string]*bool{"list": &f.list, "describe": &f.describe, "create": &f.create, "delete": &f.del, "alter": &f.alter}
+	boolFlags(fs, actions)
+	boolFlags(fs, map[string]*bool{"if-exists": &f.ifExists, "if-not-exists": &f.ifNotExists, "exclude-internal": &f.excludeInternal})
 	fs.StringVar(&f.topic, "topic", "", "")
 	fs.IntVar(&f.partitions, "partitions", -1, "")
 	fs.IntVar(&f.replicationFactor, "replication-factor", -1, "")
 	fs.Var(&f.configs, "config", "")
-	fs.BoolVar(&f.ifExists, "if-exists", false, "")
-	fs.BoolVar(&f.ifNotExists, "if-not-exists", false, "")
-	fs.BoolVar(&f.excludeInternal, "exclude-internal", false, "")
-	if err := parse(fs, args); err != nil {
-		return err
-	}
-	action, err := oneAction(map[string]bool{"--list": f.list, "--describe": f.describe, "--create": f.create,
-		"--delete": f.del, "--alter": f.alter})
+	action, set, err := parseAction(fs, args, actions)
 	if err != nil {
 		return err
 	}
-	set := setFlags(fs)
 	switch {
 	case (f.create || f.del || f.alter) && f.topic == "":
 		return usagef("%s needs --topic", action)
@@ -108,11 +98,10 @@ func runTopics(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return usagef("--list takes no --topic")
 	}
 
-	s, ctx, cancel, err := f.conn.connect(ctx, stdout, stderr)
+	s, ctx, err := f.conn.connect(ctx, stdout, stderr)
 	if err != nil {
 		return err
 	}
-	defer cancel()
 	defer s.close()
 	switch {
 	case f.list:

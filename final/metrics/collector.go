@@ -1,6 +1,7 @@
 package metrics
 
 import (
+	"strings"
 	"sync"
 	"time"
 
@@ -33,56 +34,89 @@ type purgatory interface {
 	Delayed() int64
 }
 
-func desc(name, help string, labels ...string) *prometheus.Desc {
-	return prometheus.NewDesc(name, help, labels, nil)
+// descs are the collector's descriptors, as mbean made them: Describe
+// sends them all.
+var descs []*prometheus.Desc
+
+// mbean is the descriptor of a Kafka MBean: bean is its ObjectName
+// (kafka.<domain>:type=<type>,name=<name>, then the keys that are labels,
+// in brackets where they are optional), help what the value is. The
+// Prometheus name is the JMX exporter's (promName), the help the bean and
+// then help.
+func mbean(bean, help string, labels ...string) *prometheus.Desc {
+	d := prometheus.NewDesc(promName(bean), bean+": "+help, labels, nil)
+	descs = append(descs, d)
+	return d
+}
+
+// promName is the name the JMX exporter's common Kafka rules give an MBean
+// (see the package comment): kafka.server:type=ReplicaManager,name=IsrShrinksPerSec
+// is kafka_server_replicamanager_isrshrinks_total.
+func promName(bean string) string {
+	domain, keys, _ := strings.Cut(bean, ":")
+	var typ, name string
+	for _, kv := range strings.FieldsFunc(keys, func(r rune) bool { return r == ',' || r == '[' }) {
+		if v, ok := strings.CutPrefix(kv, "type="); ok {
+			typ = v
+		} else if v, ok := strings.CutPrefix(kv, "name="); ok {
+			name = v
+		}
+	}
+	suffix := ""
+	if n, ok := strings.CutSuffix(name, "PerSec"); ok {
+		name, suffix = n, "_total"
+	} else if n, ok := strings.CutSuffix(name, "Percent"); ok {
+		name, suffix = n, "_percent"
+	}
+	return strings.ToLower(strings.ReplaceAll(domain, ".", "_")+"_"+typ+"_"+name) + suffix
 }
 
 var (
-	underReplicated = desc("kafka_server_replicamanager_underreplicatedpartitions",
-		"kafka.server:type=ReplicaManager,name=UnderReplicatedPartitions: partitions led here whose ISR is smaller than their replicas")
-	partitionCount = desc("kafka_server_replicamanager_partitioncount",
-		"kafka.server:type=ReplicaManager,name=PartitionCount: partitions with a replica here")
-	leaderCount = desc("kafka_server_replicamanager_leadercount",
-		"kafka.server:type=ReplicaManager,name=LeaderCount: partitions led here")
-	isrShrinks = desc("kafka_server_replicamanager_isrshrinks_total",
-		"kafka.server:type=ReplicaManager,name=IsrShrinksPerSec: ISR shrinks this broker made as a leader, one per partition")
-	isrExpands = desc("kafka_server_replicamanager_isrexpands_total",
-		"kafka.server:type=ReplicaManager,name=IsrExpandsPerSec: ISR expansions this broker made as a leader, one per partition")
+	underReplicated = mbean("kafka.server:type=ReplicaManager,name=UnderReplicatedPartitions",
+		"partitions led here whose ISR is smaller than their replicas")
+	partitionCount = mbean("kafka.server:type=ReplicaManager,name=PartitionCount",
+		"partitions with a replica here")
+	leaderCount = mbean("kafka.server:type=ReplicaManager,name=LeaderCount",
+		"partitions led here")
+	isrShrinks = mbean("kafka.server:type=ReplicaManager,name=IsrShrinksPerSec",
+		"ISR shrinks this broker made as a leader, one per partition")
+	isrExpands = mbean("kafka.server:type=ReplicaManager,name=IsrExpandsPerSec",
+		"ISR expansions this broker made as a leader, one per partition")
 
-	activeController = desc("kafka_controller_kafkacontroller_activecontrollercount",
-		"kafka.controller:type=KafkaController,name=ActiveControllerCount: 1 on the controller, 0 elsewhere")
-	offlinePartitions = desc("kafka_controller_kafkacontroller_offlinepartitionscount",
-		"kafka.controller:type=KafkaController,name=OfflinePartitionsCount: partitions without a live leader (on the controller; 0 elsewhere)")
-	globalPartitions = desc("kafka_controller_kafkacontroller_globalpartitioncount",
-		"kafka.controller:type=KafkaController,name=GlobalPartitionCount: the cluster's partitions (on the controller; 0 elsewhere)")
+	activeController = mbean("kafka.controller:type=KafkaController,name=ActiveControllerCount",
+		"1 on the controller, 0 elsewhere")
+	offlinePartitions = mbean("kafka.controller:type=KafkaController,name=OfflinePartitionsCount",
+		"partitions without a live leader (on the controller; 0 elsewhere)")
+	globalPartitions = mbean("kafka.controller:type=KafkaController,name=GlobalPartitionCount",
+		"the cluster's partitions (on the controller; 0 elsewhere)")
 
-	bytesIn = desc("kafka_server_brokertopicmetrics_bytesin_total",
-		"kafka.server:type=BrokerTopicMetrics,name=BytesInPerSec[,topic=<topic>]: bytes of the batches appended here as a leader, as produced; topic=\"\" is every topic", "topic")
-	bytesOut = desc("kafka_server_brokertopicmetrics_bytesout_total",
-		"kafka.server:type=BrokerTopicMetrics,name=BytesOutPerSec[,topic=<topic>]: record bytes fetched by consumers; topic=\"\" is every topic", "topic")
-	messagesIn = desc("kafka_server_brokertopicmetrics_messagesin_total",
-		"kafka.server:type=BrokerTopicMetrics,name=MessagesInPerSec[,topic=<topic>]: records appended here as a leader; topic=\"\" is every topic", "topic")
-	failedProduce = desc("kafka_server_brokertopicmetrics_failedproducerequests_total",
-		"kafka.server:type=BrokerTopicMetrics,name=FailedProduceRequestsPerSec: produced partitions answered with an error")
-	invalidCRC = desc("kafka_server_brokertopicmetrics_invalidmessagecrcrecords_total",
-		"kafka.server:type=BrokerTopicMetrics,name=InvalidMessageCrcRecordsPerSec: batches refused for a CRC mismatch")
-	invalidOffset = desc("kafka_server_brokertopicmetrics_invalidoffsetorsequencerecords_total",
-		"kafka.server:type=BrokerTopicMetrics,name=InvalidOffsetOrSequenceRecordsPerSec: batches refused for inconsistent offsets or counts")
+	bytesIn = mbean("kafka.server:type=BrokerTopicMetrics,name=BytesInPerSec[,topic=<topic>]",
+		"bytes of the batches appended here as a leader, as produced; topic=\"\" is every topic", "topic")
+	bytesOut = mbean("kafka.server:type=BrokerTopicMetrics,name=BytesOutPerSec[,topic=<topic>]",
+		"record bytes fetched by consumers; topic=\"\" is every topic", "topic")
+	messagesIn = mbean("kafka.server:type=BrokerTopicMetrics,name=MessagesInPerSec[,topic=<topic>]",
+		"records appended here as a leader; topic=\"\" is every topic", "topic")
+	failedProduce = mbean("kafka.server:type=BrokerTopicMetrics,name=FailedProduceRequestsPerSec",
+		"produced partitions answered with an error")
+	invalidCRC = mbean("kafka.server:type=BrokerTopicMetrics,name=InvalidMessageCrcRecordsPerSec",
+		"batches refused for a CRC mismatch")
+	invalidOffset = mbean("kafka.server:type=BrokerTopicMetrics,name=InvalidOffsetOrSequenceRecordsPerSec",
+		"batches refused for inconsistent offsets or counts")
 
-	requestQueue = desc("kafka_network_requestchannel_requestqueuesize",
-		"kafka.network:type=RequestChannel,name=RequestQueueSize: requests waiting for a handler")
-	processorIdle = desc("kafka_network_socketserver_networkprocessoravgidle_percent",
-		"kafka.network:type=SocketServer,name=NetworkProcessorAvgIdlePercent: the share of time the Processors waited for events since the previous scrape, 0 to 1")
-	handlerIdle = desc("kafka_server_kafkarequesthandlerpool_requesthandleravgidle_percent",
-		"kafka.server:type=KafkaRequestHandlerPool,name=RequestHandlerAvgIdlePercent: the share of time the handlers waited for a request since the previous scrape, 0 to 1")
+	requestQueue = mbean("kafka.network:type=RequestChannel,name=RequestQueueSize",
+		"requests waiting for a handler")
+	processorIdle = mbean("kafka.network:type=SocketServer,name=NetworkProcessorAvgIdlePercent",
+		"the share of time the Processors waited for events since the previous scrape, 0 to 1")
+	handlerIdle = mbean("kafka.server:type=KafkaRequestHandlerPool,name=RequestHandlerAvgIdlePercent",
+		"the share of time the handlers waited for a request since the previous scrape, 0 to 1")
 
-	purgatorySize = desc("kafka_server_delayedoperationpurgatory_purgatorysize",
-		"kafka.server:type=DelayedOperationPurgatory,name=PurgatorySize,delayedOperation=<op>: operations in watch lists", "delayedOperation")
-	delayedOps = desc("kafka_server_delayedoperationpurgatory_numdelayedoperations",
-		"kafka.server:type=DelayedOperationPurgatory,name=NumDelayedOperations,delayedOperation=<op>: operations waiting for their deadline", "delayedOperation")
+	purgatorySize = mbean("kafka.server:type=DelayedOperationPurgatory,name=PurgatorySize,delayedOperation=<op>",
+		"operations in watch lists", "delayedOperation")
+	delayedOps = mbean("kafka.server:type=DelayedOperationPurgatory,name=NumDelayedOperations,delayedOperation=<op>",
+		"operations waiting for their deadline", "delayedOperation")
 
-	brokerState = desc("kafka_server_kafkaserver_brokerstate",
-		"kafka.server:type=KafkaServer,name=BrokerState: 3 running as a broker, 7 shutting down")
+	brokerState = mbean("kafka.server:type=KafkaServer,name=BrokerState",
+		"3 running as a broker, 7 shutting down")
 )
 
 func newBrokerCollector(s *s5.Server) *brokerCollector {
@@ -92,9 +126,7 @@ func newBrokerCollector(s *s5.Server) *brokerCollector {
 
 // Describe sends every descriptor.
 func (c *brokerCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{underReplicated, partitionCount, leaderCount, isrShrinks, isrExpands,
-		activeController, offlinePartitions, globalPartitions, bytesIn, bytesOut, messagesIn, failedProduce,
-		invalidCRC, invalidOffset, requestQueue, processorIdle, handlerIdle, purgatorySize, delayedOps, brokerState} {
+	for _, d := range descs {
 		ch <- d
 	}
 }

@@ -16,6 +16,8 @@ import (
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/sasl/scram"
+
+	"github.com/kafkaworkbook/workbook/stage02-reactor/tlstest"
 )
 
 // startTLSTerminator listens with cfg on 127.0.0.1 and relays each
@@ -58,8 +60,8 @@ func startTLSTerminator(t *testing.T, cfg *tls.Config) (addr string, setBackend 
 // TLS address, so every connection of franz-go and of kcat is encrypted
 // and authenticated.
 func TestFranzGoAndKcatOverSASLSSL(t *testing.T) {
-	p := newTestPKI(t)
-	tlsCfg, err := TLSConfig(p.keystoreProps(t), "SASL_SSL")
+	p := tlstest.New(t)
+	tlsCfg, err := TLSConfig(keystoreProps(p), "SASL_SSL")
 	require.NoError(t, err)
 	addr, setBackend := startTLSTerminator(t, tlsCfg)
 	_, port, _ := net.SplitHostPort(addr)
@@ -68,7 +70,7 @@ func TestFranzGoAndKcatOverSASLSSL(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.DialTLSConfig(&tls.Config{RootCAs: p.caPool}),
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.DialTLSConfig(p.ClientConfig("")),
 		kgo.SASL(scram.Auth{User: "alice", Pass: "alice-secret"}.AsSha256Mechanism()))
 	require.NoError(t, err)
 	defer cl.Close()
@@ -78,7 +80,7 @@ func TestFranzGoAndKcatOverSASLSSL(t *testing.T) {
 	}
 
 	var stdout, stderr bytes.Buffer
-	cmd := exec.Command(kcatPath(t), "-b", addr, "-X", "security.protocol=SASL_SSL", "-X", "ssl.ca.location="+p.file(t, "kcat-ca.pem", p.caPEM),
+	cmd := exec.Command(kcatPath(t), "-b", addr, "-X", "security.protocol=SASL_SSL", "-X", "ssl.ca.location="+p.WriteFile("kcat-ca.pem", p.CAPEM()),
 		"-X", "sasl.mechanisms=SCRAM-SHA-512", "-X", "sasl.username=alice", "-X", "sasl.password=alice-secret",
 		"-C", "-t", "secure", "-o", "beginning", "-e", "-f", "%s\n")
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr

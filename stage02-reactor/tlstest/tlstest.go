@@ -1,11 +1,22 @@
 // Package tlstest makes the certificates a test of a TLS listener needs: a
 // self-signed certificate authority, a server certificate for 127.0.0.1
 // and localhost, and client certificates, all made in memory with
-// crypto/x509 (ECDSA P-256, valid for a day). Nothing touches the disk.
+// crypto/x509 (ECDSA P-256, valid for a day).
 //
 //	pki := tlstest.New(t)
 //	server := pki.ServerConfig(tls.RequireAndVerifyClientCert) // a listener's *tls.Config
 //	client := pki.ClientConfig("alice")                        // kgo.DialTLSConfig(client)
+//
+// For code that reads its certificates from files, as a broker and
+// Kafka's clients do, the same certificates come in PEM: CAPEM (a
+// truststore), ServerKeystorePEM and ClientKeystorePEM (a keystore with
+// ssl.keystore.type=PEM), ServerCertPEM and ServerKeyPEM (the chain and
+// the key apart, as ssl.keystore.certificate.chain and ssl.keystore.key
+// hold them). WriteFile puts PEM into a file in a t.TempDir() and
+// returns its path:
+//
+//	ca := pki.WriteFile("ca.pem", pki.CAPEM())                 // ssl.truststore.location
+//	ks := pki.WriteFile("broker.pem", pki.ServerKeystorePEM()) // ssl.keystore.location
 package tlstest
 
 import (
@@ -18,6 +29,8 @@ import (
 	"encoding/pem"
 	"math/big"
 	"net"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 )
@@ -69,20 +82,63 @@ func (p *PKI) CAPEM() []byte {
 	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: p.caCert.Raw})
 }
 
+// ServerCertPEM is the server's certificate chain in PEM (Kafka's
+// ssl.keystore.certificate.chain).
+func (p *PKI) ServerCertPEM() []byte {
+	var out []byte
+	for _, der := range p.Server.Certificate {
+		out = append(out, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})...)
+	}
+	return out
+}
+
+// ServerKeyPEM is the server's private key, unencrypted PKCS#8 in PEM
+// (Kafka's ssl.keystore.key).
+func (p *PKI) ServerKeyPEM() []byte {
+	p.t.Helper()
+	return p.keyPEM(p.Server)
+}
+
 // ServerKeystorePEM is the server's certificate chain and private key in
 // one PEM file, as Kafka's ssl.keystore.type=PEM reads a keystore
 // (KIP-651): for brokers started as processes, which read it from a file.
 func (p *PKI) ServerKeystorePEM() []byte {
 	p.t.Helper()
-	var out []byte
-	for _, der := range p.Server.Certificate {
-		out = append(out, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})...)
+	return append(p.ServerCertPEM(), p.ServerKeyPEM()...)
+}
+
+// ClientKeystorePEM is a new client certificate for commonName and its
+// private key in one PEM file: a client's ssl.keystore.location with
+// ssl.keystore.type=PEM, for a listener that asks for certificates.
+func (p *PKI) ClientKeystorePEM(commonName string) []byte {
+	p.t.Helper()
+	c := p.issue(commonName, x509.ExtKeyUsageClientAuth, nil, nil)
+	return append(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: c.Certificate[0]}), p.keyPEM(c)...)
+}
+
+// WriteFile writes data, one PEM block after another, into a file name
+// in a new t.TempDir() and returns the file's path.
+func (p *PKI) WriteFile(name string, data ...[]byte) string {
+	p.t.Helper()
+	path := filepath.Join(p.t.TempDir(), name)
+	var all []byte
+	for _, d := range data {
+		all = append(all, d...)
 	}
-	key, err := x509.MarshalPKCS8PrivateKey(p.Server.PrivateKey)
+	if err := os.WriteFile(path, all, 0o600); err != nil {
+		p.t.Fatalf("tlstest: %v", err)
+	}
+	return path
+}
+
+// keyPEM is c's private key as unencrypted PKCS#8 in PEM.
+func (p *PKI) keyPEM(c tls.Certificate) []byte {
+	p.t.Helper()
+	key, err := x509.MarshalPKCS8PrivateKey(c.PrivateKey)
 	if err != nil {
-		p.t.Fatalf("tlstest: server key: %v", err)
+		p.t.Fatalf("tlstest: private key: %v", err)
 	}
-	return append(out, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: key})...)
+	return pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: key})
 }
 
 // ServerConfig is a listener's TLS configuration: the server certificate,

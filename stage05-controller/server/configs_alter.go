@@ -58,21 +58,17 @@ func invalidRequest(format string, args ...any) error {
 
 func (s *Server) handleAlterConfigs(r *broker.Request) {
 	req := r.Body.(*kmsg.AlterConfigsRequest)
-	resp := kmsg.NewPtrAlterConfigsResponse()
-	dup := duplicates(len(req.Resources), func(i int) (kmsg.ConfigResourceType, string) {
-		return req.Resources[i].ResourceType, req.Resources[i].ResourceName
-	})
+	resources := make([]resourceOps, len(req.Resources))
 	for i, res := range req.Resources {
-		out := kmsg.NewAlterConfigsResponseResource()
-		out.ResourceType, out.ResourceName = res.ResourceType, res.ResourceName
-		var ops []configOp
+		resources[i] = resourceOps{typ: res.ResourceType, name: res.ResourceName}
 		for _, c := range res.Configs {
-			ops = append(ops, configOp{c.Name, kmsg.IncrementalAlterConfigOpSet, c.Value})
+			resources[i].ops = append(resources[i].ops, configOp{c.Name, kmsg.IncrementalAlterConfigOpSet, c.Value})
 		}
-		err := dup[i]
-		if err == nil {
-			err = s.alterResource(res.ResourceType, res.ResourceName, ops, true, req.ValidateOnly)
-		}
+	}
+	resp := kmsg.NewPtrAlterConfigsResponse()
+	for i, err := range s.alterResources(resources, true, req.ValidateOnly) {
+		out := kmsg.NewAlterConfigsResponseResource()
+		out.ResourceType, out.ResourceName = resources[i].typ, resources[i].name
 		out.ErrorCode, out.ErrorMessage = errorAnswer(err)
 		resp.Resources = append(resp.Resources, out)
 	}
@@ -81,46 +77,53 @@ func (s *Server) handleAlterConfigs(r *broker.Request) {
 
 func (s *Server) handleIncrementalAlterConfigs(r *broker.Request) {
 	req := r.Body.(*kmsg.IncrementalAlterConfigsRequest)
-	resp := kmsg.NewPtrIncrementalAlterConfigsResponse()
-	dup := duplicates(len(req.Resources), func(i int) (kmsg.ConfigResourceType, string) {
-		return req.Resources[i].ResourceType, req.Resources[i].ResourceName
-	})
+	resources := make([]resourceOps, len(req.Resources))
 	for i, res := range req.Resources {
-		out := kmsg.NewIncrementalAlterConfigsResponseResource()
-		out.ResourceType, out.ResourceName = res.ResourceType, res.ResourceName
-		var ops []configOp
+		resources[i] = resourceOps{typ: res.ResourceType, name: res.ResourceName}
 		for _, c := range res.Configs {
-			ops = append(ops, configOp{c.Name, c.Op, c.Value})
+			resources[i].ops = append(resources[i].ops, configOp{c.Name, c.Op, c.Value})
 		}
-		err := dup[i]
-		if err == nil {
-			err = s.alterResource(res.ResourceType, res.ResourceName, ops, false, req.ValidateOnly)
-		}
+	}
+	resp := kmsg.NewPtrIncrementalAlterConfigsResponse()
+	for i, err := range s.alterResources(resources, false, req.ValidateOnly) {
+		out := kmsg.NewIncrementalAlterConfigsResponseResource()
+		out.ResourceType, out.ResourceName = resources[i].typ, resources[i].name
 		out.ErrorCode, out.ErrorMessage = errorAnswer(err)
 		resp.Resources = append(resp.Resources, out)
 	}
 	r.Respond(resp)
 }
 
-// duplicates finds the resources named more than once in a request,
-// which Kafka refuses, every copy.
-func duplicates(n int, at func(i int) (kmsg.ConfigResourceType, string)) []error {
+// resourceOps is one resource of an alter request and its changes: the
+// form both AlterConfigs and IncrementalAlterConfigs are applied in.
+type resourceOps struct {
+	typ  kmsg.ConfigResourceType
+	name string
+	ops  []configOp
+}
+
+// alterResources applies each resource's changes (replace: AlterConfigs'
+// whole config, see alterResource) and returns each one's error. A
+// resource named more than once in a request, which Kafka refuses, is
+// refused in every copy and none of them is applied.
+func (s *Server) alterResources(resources []resourceOps, replace, validateOnly bool) []error {
 	type id struct {
 		typ  kmsg.ConfigResourceType
 		name string
 	}
 	count := map[id]int{}
-	for i := range n {
-		t, name := at(i)
-		count[id{t, name}]++
+	for _, res := range resources {
+		count[id{res.typ, res.name}]++
 	}
-	out := make([]error, n)
-	for i := range n {
-		if t, name := at(i); count[id{t, name}] > 1 {
-			out[i] = invalidRequest("Each resource must appear at most once.")
+	errs := make([]error, len(resources))
+	for i, res := range resources {
+		if count[id{res.typ, res.name}] > 1 {
+			errs[i] = invalidRequest("Each resource must appear at most once.")
+			continue
 		}
+		errs[i] = s.alterResource(res.typ, res.name, res.ops, replace, validateOnly)
 	}
-	return out
+	return errs
 }
 
 // errorAnswer is the code and message of an answer.
