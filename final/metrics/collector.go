@@ -197,11 +197,13 @@ func (c *brokerCollector) Collect(ch chan<- prometheus.Metric) {
 	c.mu.Lock()
 	now := time.Now()
 	elapsed := now.Sub(c.lastScrape)
-	proc := idleShare(st.ProcessorIdle-c.lastProcIdle, elapsed, net.NumNetworkThreads)
+	proc := idleShare(st.ProcessorIdle-c.lastProcIdle, elapsed, st.Processors)
 	handlers := idleShare(st.HandlerIdle-c.lastHandlerIdle, elapsed, net.NumIOThreads)
 	c.lastScrape, c.lastProcIdle, c.lastHandlerIdle = now, st.ProcessorIdle, st.HandlerIdle
 	c.mu.Unlock()
-	gauge(processorIdle, proc)
+	if st.Processors > 0 { // a broker of TLS listeners only has no Processors: no such gauge, not 0
+		gauge(processorIdle, proc)
+	}
 	gauge(handlerIdle, handlers)
 
 	// DelayedOperationPurgatory.

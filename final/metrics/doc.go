@@ -51,8 +51,10 @@
 //   - delayedOperation is Produce and Fetch (stage 04) and Rebalance and
 //     Heartbeat (stage 05's group coordinator).
 //   - The idle percentages are over the time since the previous scrape
-//     (Kafka's are a meter's rates); the portable network transport has no
-//     Processors and reports 0.
+//     (Kafka's are a meter's rates). NetworkProcessorAvgIdlePercent
+//     averages the reactor's Processors of every listener; a TLS listener
+//     runs on the portable transport, which has none, and a broker of TLS
+//     listeners only has no such gauge.
 //   - BrokerState is 3 (RunningAsBroker) or, once shutdown began, 7
 //     (BrokerShuttingDown).
 //   - LogFlushRateAndTimeMs counts every log of the process, as Kafka's

@@ -79,8 +79,26 @@ func TestIdleTimeCountsWaitsUnderWay(t *testing.T) {
 		require.LessOrEqual(t, now.HandlerIdle-first.HandlerIdle, threads*elapsed+time.Millisecond)
 		if impl.name == "reactor" {
 			require.Greater(t, now.ProcessorIdle, first.ProcessorIdle)
+			require.Equal(t, testConfig().NumNetworkThreads, now.Processors)
 		} else {
 			require.Zero(t, now.ProcessorIdle, "the portable transport has no Processors")
+			require.Zero(t, now.Processors)
 		}
+	})
+}
+
+// Stats.Processors counts every listener's Processors, and only those the
+// reactor runs: a TLS listener has none.
+func TestProcessorsCountsEachReactorListener(t *testing.T) {
+	forEachImplementation(t, func(t *testing.T, impl implementation) {
+		h := startServer(t, impl, func(c *Config) {
+			c.Listeners = []Listener{{Name: "PLAINTEXT", SecurityProtocol: "PLAINTEXT", Addr: c.Addr},
+				{Name: "INTERNAL", SecurityProtocol: "PLAINTEXT", Addr: c.Addr}}
+		})
+		want := 0
+		if impl.name == "reactor" {
+			want = 2 * testConfig().NumNetworkThreads
+		}
+		require.Equal(t, want, h.srv.Stats().Processors)
 	})
 }

@@ -117,7 +117,7 @@ func newProcessor(id int, srv *Server, l *Listener) (*Processor, error) {
 		rs = CopyRegionSender{}
 	}
 	now := time.Now()
-	return &Processor{
+	p := &Processor{
 		id:              id,
 		srv:             srv,
 		listener:        l,
@@ -134,7 +134,9 @@ func newProcessor(id int, srv *Server, l *Listener) (*Processor, error) {
 		events:          make([]unix.EpollEvent, maxEvents),
 		epoch:           now,
 		now:             now,
-	}, nil
+	}
+	p.stats.processor = true
+	return p, nil
 }
 
 // run is the Processor's event loop.

@@ -43,10 +43,13 @@ type Stats struct {
 
 	// ProcessorIdle is the time the Processors have spent waiting for
 	// events, summed over them (a wait under way counts up to now); divided
-	// by the elapsed time and num.network.threads it is Kafka's
+	// by the elapsed time and Processors it is Kafka's
 	// NetworkProcessorAvgIdlePercent (final's metrics read it). The
-	// portable transport has no Processors: 0.
+	// portable transport (and so a TLS listener) has no Processors: 0.
 	ProcessorIdle time.Duration
+	// Processors is how many reactor Processors ProcessorIdle sums:
+	// num.network.threads per listener served by the reactor.
+	Processors int
 	// HandlerIdle is the same for the RequestHandlerPool's goroutines
 	// waiting for a request: Kafka's RequestHandlerAvgIdlePercent once
 	// divided by the elapsed time and num.io.threads. 0 before Start.
@@ -105,6 +108,7 @@ type counters struct {
 	closedIdle, closedByResponse    atomic.Uint64
 	closedOnError, closedAtShutdown atomic.Uint64
 	idle                            idleClock // a Processor's waits in poll (locked, not atomic)
+	processor                       bool      // a Processor's counters: set before they are read
 	_                               [64]byte  // keep two Processors' counters off one cache line
 }
 
@@ -162,4 +166,7 @@ func (c *counters) addTo(s *Stats) {
 	s.ClosedOnError += c.closedOnError.Load()
 	s.ClosedAtShutdown += c.closedAtShutdown.Load()
 	s.ProcessorIdle += c.idle.read(time.Now())
+	if c.processor {
+		s.Processors++
+	}
 }
