@@ -136,6 +136,15 @@ func TestSSLEnabledProtocolsAndCipherSuitesBindTheHandshake(t *testing.T) {
 	require.Error(t, handshake(t, one, other), "no cipher suite in common")
 	other.CipherSuites = []uint16{tls.TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384}
 	require.NoError(t, handshake(t, one, other))
+
+	// Only TLS 1.3 suites named: no TLS 1.2 suite is allowed, so TLS 1.2
+	// is not either (an empty list would have meant Go's whole default).
+	only13Suites, err := TLSConfig(keystoreProps(p, KeySSLCipherSuites, "TLS_AES_256_GCM_SHA384"), "SSL")
+	require.NoError(t, err)
+	require.Error(t, handshake(t, only13Suites, old), "a TLS 1.2 client meets a listener naming only TLS 1.3 suites")
+	require.NoError(t, handshake(t, only13Suites, p.ClientConfig("")))
+	_, err = TLSConfig(keystoreProps(p, KeySSLEnabledProtocols, "TLSv1.2", KeySSLCipherSuites, "TLS_AES_256_GCM_SHA384"), "SSL")
+	require.ErrorContains(t, err, "ssl.cipher.suites")
 }
 
 func TestTLSConfigErrorsNameTheKey(t *testing.T) {

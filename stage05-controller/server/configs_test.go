@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"strings"
@@ -306,6 +307,17 @@ func TestBrokerConfigsAreDescribedAndAlteredThroughKadm(t *testing.T) {
 	got := resp.(*kmsg.IncrementalAlterConfigsResponse).Resources[0]
 	require.Equal(t, kerr.InvalidRequest.Code, got.ErrorCode, "broker 1's config is altered through broker 1")
 	require.Equal(t, "Unexpected broker id, expected 0, but received 1", *got.ErrorMessage)
+
+	// An operation kmsg does not name (here -1) is refused, not ignored.
+	for _, op := range []kmsg.IncrementalAlterConfigOp{-1, 4} {
+		req.Resources[0].ResourceName = "0"
+		req.Resources[0].Configs[0].Op = op
+		resp, err = pc.Request(ctx, req)
+		require.NoError(t, err)
+		got = resp.(*kmsg.IncrementalAlterConfigsResponse).Resources[0]
+		require.Equal(t, kerr.InvalidRequest.Code, got.ErrorCode, "op %d", op)
+		require.Equal(t, fmt.Sprintf("Unknown operations type %d", op), *got.ErrorMessage)
+	}
 }
 
 // TestSaramaListsTopicsWithTheirConfigs: Sarama's ClusterAdmin.ListTopics
