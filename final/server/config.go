@@ -86,6 +86,13 @@ func LoadConfig(props map[string]string, logger *slog.Logger) (Config, error) {
 		return Config{}, err
 	}
 	if id < 0 {
+		// Every other key first: a typo is reported at once, not after
+		// waiting for ZooKeeper to generate an id.
+		check := maps.Clone(rest)
+		check[KeyBrokerID] = "0"
+		if _, err := s5.ParseConfig(check, slog.New(slog.DiscardHandler)); err != nil {
+			return Config{}, err
+		}
 		id, cfg.BrokerIDSource, err = resolveBrokerID(rest, cfg, logger)
 		if err != nil {
 			return Config{}, err

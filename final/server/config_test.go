@@ -29,6 +29,9 @@ func TestBadConfigNamesKeyAndValue(t *testing.T) {
 		key, value string
 	}{
 		{"unknown key", map[string]string{"broker.id": "1", "zookeeper.connect": "127.0.0.1:2181", "log.retention.dayz": "7"}, "log.retention.dayz", "7"},
+		// Without broker.id: refused before ZooKeeper (nothing listens on
+		// port 1) is asked for an id.
+		{"unknown key, no id", map[string]string{"zookeeper.connect": "127.0.0.1:1", "log.dirs": "/nonexistent", "log.retention.dayz": "7"}, "log.retention.dayz", "7"},
 		{"final's key, bad value", map[string]string{"broker.id": "1", "zookeeper.connect": "127.0.0.1:2181", "broker.id.generation.enable": "yes"}, "broker.id.generation.enable", "yes"},
 		{"stage 01's key, bad value", map[string]string{"broker.id": "1", "zookeeper.connect": "127.0.0.1:2181", "log.segment.bytes": "ten"}, "log.segment.bytes", "ten"},
 		{"stage 05's key missing", map[string]string{"broker.id": "1"}, "zookeeper.connect", ""},
