@@ -14,18 +14,20 @@ import (
 
 	"github.com/kafkaworkbook/workbook/stage01-log/commitlog"
 	"github.com/kafkaworkbook/workbook/stage02-reactor/broker"
+	"github.com/kafkaworkbook/workbook/stage02-reactor/store"
 	s4 "github.com/kafkaworkbook/workbook/stage04-isr-acks/server"
 	"github.com/kafkaworkbook/workbook/stage05-controller/controller"
 	"github.com/kafkaworkbook/workbook/stage05-controller/kafkazk"
 )
 
-// CreateTopics (key 19), v0-v5: any broker writes the new topic's config
+// CreateTopics (key 19), v0-v7 (v6 only adds a quota error, v7 answers
+// the new topic's id): any broker writes the new topic's config
 // and assignment to ZooKeeper (Kafka's AdminZkClient); the controller sees
 // the new /brokers/topics child, creates the partitions and tells the
 // replicas. With a timeout, the answer waits until this broker's metadata
 // shows every partition with a leader (Kafka's DelayedCreatePartitions).
 func (s *Server) createTopicsAPI() broker.API {
-	return broker.API{Key: 19, MinVersion: 0, MaxVersion: 5, Handle: s.handleCreateTopics}
+	return broker.API{Key: 19, MinVersion: 0, MaxVersion: 7, Handle: s.handleCreateTopics}
 }
 
 // legalTopic is Kafka's rule for topic names.
@@ -182,32 +184,47 @@ func (s *Server) createTopic(t kmsg.CreateTopicsRequestTopic, validateOnly bool,
 	case err != nil:
 		return kerr.UnknownServerError.Code, err.Error()
 	}
-	s.logger.Info("topic created", "topic", t.Topic, "partitions", len(assignment), "replication_factor", len(assignment[0]), "config", config)
+	out.TopicID = id
+	s.logger.Info("topic created", "topic", t.Topic, "topic_id", id, "partitions", len(assignment), "replication_factor", len(assignment[0]), "config", config)
 	return 0, ""
 }
 
-// DeleteTopics (key 20), v0-v4: any broker marks the topics for deletion
+// DeleteTopics (key 20), v0-v6: any broker marks the topics for deletion
 // in ZooKeeper (/admin/delete_topics/<topic>); the controller stops and
 // deletes every replica, then the znodes. With a timeout, the answer
-// waits until this broker's metadata no longer has the topic.
+// waits until this broker's metadata no longer has the topic. v6 may name
+// a topic by its id instead (an id this broker's metadata does not know:
+// UNKNOWN_TOPIC_ID), and answers each topic's id; v5 only adds a quota
+// error.
 func (s *Server) deleteTopicsAPI() broker.API {
-	return broker.API{Key: 20, MinVersion: 0, MaxVersion: 4, Handle: s.handleDeleteTopics}
+	return broker.API{Key: 20, MinVersion: 0, MaxVersion: 6, Handle: s.handleDeleteTopics}
 }
 
 func (s *Server) handleDeleteTopics(r *broker.Request) {
 	req := r.Body.(*kmsg.DeleteTopicsRequest)
 	resp := kmsg.NewPtrDeleteTopicsResponse()
 	names := req.TopicNames
-	for _, t := range req.Topics { // v6+
-		if t.Topic != nil {
+	var unknownIDs [][16]byte
+	for _, t := range req.Topics { // v6+: by name, or else by id
+		switch name, ok := s.Metadata.TopicName(store.TopicID(t.TopicID)); {
+		case t.Topic != nil:
 			names = append(names, *t.Topic)
+		case ok:
+			names = append(names, name)
+		default:
+			unknownIDs = append(unknownIDs, t.TopicID)
 		}
+	}
+	for _, id := range unknownIDs {
+		out := kmsg.NewDeleteTopicsResponseTopic()
+		out.TopicID, out.ErrorCode = id, kerr.UnknownTopicID.Code
+		resp.Topics = append(resp.Topics, out)
 	}
 	existing, err := s.ZK.Topics()
 	var marked []string
 	for _, name := range names {
 		out := kmsg.NewDeleteTopicsResponseTopic()
-		out.Topic = &name
+		out.Topic, out.TopicID = &name, s.Metadata.TopicID(name)
 		switch {
 		case err != nil:
 			out.ErrorCode = kerr.UnknownServerError.Code
@@ -236,7 +253,7 @@ func (s *Server) handleDeleteTopics(r *broker.Request) {
 		return true
 	}, func() {
 		for i := range resp.Topics {
-			if t := *resp.Topics[i].Topic; slices.Contains(marked, t) && !gone(t) {
+			if t := resp.Topics[i].Topic; t != nil && slices.Contains(marked, *t) && !gone(*t) {
 				resp.Topics[i].ErrorCode = kerr.RequestTimedOut.Code
 			}
 		}

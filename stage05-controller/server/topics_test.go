@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kafkaworkbook/workbook/stage01-log/commitlog"
 	"github.com/kafkaworkbook/workbook/stage05-controller/brokertest"
@@ -46,6 +47,7 @@ func TestTopicsAreCreatedAndDeletedThroughKadmWithKafkasZnodes(t *testing.T) {
 		`"adding_replicas":\{\},"removing_replicas":\{\},"version":3\}$`, string(data), "Kafka 2.8's /brokers/topics/<t>")
 	a, err := kafkazk.DecodeTopicAssignment("orders", data)
 	require.NoError(t, err)
+	require.Equal(t, kadm.TopicID(a.ID), created["orders"].ID, "CreateTopics v7 answers the id written into ZooKeeper")
 	for p, replicas := range a.Replicas {
 		require.Equal(t, replicas[0], leaders[p], "partition %d is led by its preferred replica", p)
 	}
@@ -114,4 +116,35 @@ func TestTopicsAreCreatedAndDeletedThroughKadmWithKafkasZnodes(t *testing.T) {
 	res, err := adm.DeleteTopics(ctx, "orders")
 	require.NoError(t, err)
 	require.ErrorIs(t, res["orders"].Err, kerr.UnknownTopicOrPartition)
+
+	// DeleteTopics v6 names topics by id: a known one is deleted, an
+	// unknown one is UNKNOWN_TOPIC_ID.
+	byID, err := adm.CreateTopics(ctx, 1, 1, nil, "by-id")
+	require.NoError(t, err)
+	require.NoError(t, byID["by-id"].Err)
+	waitLeaders(t, zk, "by-id", 1, func(int32) bool { return true })
+	req := kmsg.NewPtrDeleteTopicsRequest()
+	req.TimeoutMillis = 30000
+	var random [16]byte
+	random[0] = 7
+	for _, id := range [][16]byte{byID["by-id"].ID, random} {
+		rt := kmsg.NewDeleteTopicsRequestTopic()
+		rt.TopicID = id
+		req.Topics = append(req.Topics, rt)
+	}
+	require.Eventually(t, func() bool { // every broker's metadata must know the id first
+		resp, err := req.RequestWith(ctx, client(t, c))
+		if err != nil {
+			return false
+		}
+		codes := map[[16]byte]int16{}
+		for _, rt := range resp.Topics {
+			codes[rt.TopicID] = rt.ErrorCode
+		}
+		return codes[byID["by-id"].ID] == 0 && codes[random] == kerr.UnknownTopicID.Code
+	}, 30*time.Second, 100*time.Millisecond, "DeleteTopics v6 by id")
+	require.Eventually(t, func() bool {
+		exists, _, err := zk.Conn().Exists(kafkazk.TopicPath("by-id"))
+		return err == nil && !exists
+	}, 30*time.Second, 20*time.Millisecond, "the topic named by its id is deleted")
 }
