@@ -50,6 +50,38 @@ func ParseArgs(args []string) (map[string]string, error) {
 	return props, nil
 }
 
+// Service is what a broker command runs: the broker of any stage.
+type Service interface {
+	Start() error
+	Shutdown(ctx context.Context) error
+}
+
+// Main is the main of every stage's broker command (cmd/broker) and of
+// final's: it reads the command line as kafka-server-start.sh takes it
+// (ParseArgs), builds the broker from the properties with build (the
+// stage's ParseConfig and New), runs it until SIGTERM or SIGINT
+// (RunUntilSignal), and exits with status 1 after printing the error that
+// stopped it, which names the key and the value for a bad configuration.
+func Main(build func(props map[string]string, logger *slog.Logger) (Service, error)) {
+	logger := slog.New(slog.NewTextHandler(os.Stderr, nil))
+	if err := runMain(os.Args[1:], logger, build); err != nil {
+		fmt.Fprintln(os.Stderr, "broker:", err)
+		os.Exit(1)
+	}
+}
+
+func runMain(args []string, logger *slog.Logger, build func(map[string]string, *slog.Logger) (Service, error)) error {
+	props, err := ParseArgs(args)
+	if err != nil {
+		return err
+	}
+	s, err := build(props, logger)
+	if err != nil {
+		return err
+	}
+	return RunUntilSignal(logger, s.Start, s.Shutdown)
+}
+
 // RunUntilSignal starts a broker and shuts it down cleanly on SIGTERM or
 // SIGINT, with up to 30 s for in-flight work.
 func RunUntilSignal(logger *slog.Logger, start func() error, shutdown func(context.Context) error) error {

@@ -11,34 +11,18 @@
 package main
 
 import (
-	"fmt"
 	"log/slog"
-	"os"
 
 	"github.com/kafkaworkbook/workbook/final/server"
 	"github.com/kafkaworkbook/workbook/stage02-reactor/broker"
 )
 
 func main() {
-	logger := slog.New(slog.NewTextHandler(os.Stderr, nil))
-	if err := run(os.Args[1:], logger); err != nil {
-		fmt.Fprintln(os.Stderr, "broker:", err)
-		os.Exit(1)
-	}
-}
-
-func run(args []string, logger *slog.Logger) error {
-	props, err := broker.ParseArgs(args)
-	if err != nil {
-		return err
-	}
-	cfg, err := server.LoadConfig(props, logger)
-	if err != nil {
-		return err
-	}
-	s, err := server.New(cfg, server.Options{Logger: logger})
-	if err != nil {
-		return err
-	}
-	return broker.RunUntilSignal(logger, s.Start, s.Shutdown)
+	broker.Main(func(props map[string]string, logger *slog.Logger) (broker.Service, error) {
+		cfg, err := server.LoadConfig(props, logger)
+		if err != nil {
+			return nil, err
+		}
+		return server.New(cfg, server.Options{Logger: logger})
+	})
 }

@@ -10,33 +10,17 @@
 package main
 
 import (
-	"fmt"
 	"log/slog"
-	"os"
 
 	"github.com/kafkaworkbook/workbook/stage02-reactor/broker"
 )
 
 func main() {
-	logger := slog.New(slog.NewTextHandler(os.Stderr, nil))
-	if err := run(os.Args[1:], logger); err != nil {
-		fmt.Fprintln(os.Stderr, "broker:", err)
-		os.Exit(1)
-	}
-}
-
-func run(args []string, logger *slog.Logger) error {
-	props, err := broker.ParseArgs(args)
-	if err != nil {
-		return err
-	}
-	cfg, err := broker.ParseConfig(props, logger)
-	if err != nil {
-		return err
-	}
-	b, err := broker.New(cfg, broker.Options{Logger: logger})
-	if err != nil {
-		return err
-	}
-	return broker.RunUntilSignal(logger, b.Start, b.Shutdown)
+	broker.Main(func(props map[string]string, logger *slog.Logger) (broker.Service, error) {
+		cfg, err := broker.ParseConfig(props, logger)
+		if err != nil {
+			return nil, err
+		}
+		return broker.New(cfg, broker.Options{Logger: logger})
+	})
 }

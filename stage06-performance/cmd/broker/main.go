@@ -8,9 +8,7 @@
 package main
 
 import (
-	"fmt"
 	"log/slog"
-	"os"
 
 	"github.com/kafkaworkbook/workbook/stage02-reactor/broker"
 	s5 "github.com/kafkaworkbook/workbook/stage05-controller/server"
@@ -18,25 +16,11 @@ import (
 )
 
 func main() {
-	logger := slog.New(slog.NewTextHandler(os.Stderr, nil))
-	if err := run(os.Args[1:], logger); err != nil {
-		fmt.Fprintln(os.Stderr, "broker:", err)
-		os.Exit(1)
-	}
-}
-
-func run(args []string, logger *slog.Logger) error {
-	props, err := broker.ParseArgs(args)
-	if err != nil {
-		return err
-	}
-	cfg, err := s5.ParseConfig(props, logger)
-	if err != nil {
-		return err
-	}
-	s, err := server.New(cfg, server.Options{Options: s5.Options{Logger: logger}})
-	if err != nil {
-		return err
-	}
-	return broker.RunUntilSignal(logger, s.Start, s.Shutdown)
+	broker.Main(func(props map[string]string, logger *slog.Logger) (broker.Service, error) {
+		cfg, err := s5.ParseConfig(props, logger)
+		if err != nil {
+			return nil, err
+		}
+		return server.New(cfg, server.Options{Options: s5.Options{Logger: logger}})
+	})
 }
