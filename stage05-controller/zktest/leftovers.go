@@ -22,6 +22,12 @@ func labels(t testing.TB) map[string]string {
 	return map[string]string{Label: t.Name(), pidLabel: strconv.Itoa(os.Getpid())}
 }
 
+// Labels are the labels a container another harness starts on an
+// ensemble's network should carry (final's broker containers): the next
+// test process removes it if this one dies before its cleanups run, as it
+// removes the ensemble's own.
+func Labels(t testing.TB) map[string]string { return labels(t) }
+
 // removeLeftovers removes the containers and networks of test processes
 // that died before their cleanups ran (killed, or panicked on -timeout).
 // Left alone, their servers would run until the machine goes, and their
