@@ -11,6 +11,7 @@
 #   ./scripts/images.sh                  build every missing image
 #   ./scripts/images.sh zookeeper        only the ZooKeeper image
 #   ./scripts/images.sh broker           only the final broker's image
+#   ./scripts/images.sh prometheus       only the Prometheus image
 #   ./scripts/images.sh --rebuild        build again even if present
 #
 # Environment:
@@ -26,7 +27,7 @@ SCRIPT=$(readlink -f "$0")
 cd "$(dirname "$SCRIPT")/.."
 
 # Images in build order; a later image may be based on an earlier one.
-IMAGES=(zookeeper broker)
+IMAGES=(zookeeper broker prometheus)
 
 DEBIAN_SUITE=bookworm
 DEBIAN_MIRROR=${DEBIAN_MIRROR:-http://deb.debian.org/debian}
@@ -190,6 +191,67 @@ build_broker() {
 		die "docker build of $tag failed"
 	fi
 	rm -rf "$broker_build_dir"
+}
+
+# --- Prometheus ----------------------------------------------------------------
+#
+# Debian bookworm's prometheus package (2.42), on a minimal Debian like
+# ZooKeeper's: it scrapes the brokers' metrics.prometheus.listener. The
+# launcher writes /etc/prometheus/prometheus.yml with the brokers to
+# scrape; the image's own lists none.
+PROMETHEUS_VERSION=2.42.0
+prometheus_image() { echo "kafkaworkbook/prometheus:${PROMETHEUS_VERSION}"; }
+prometheus_recipe() { echo 2; }
+
+build_prometheus() {
+	local tag=$1 recipe=$2
+	./scripts/deps.sh debootstrap
+	local rootfs debootstrap_log
+	rootfs=$(mktemp -d "${TMPDIR:-/var/tmp}/prometheus-rootfs.XXXXXX")
+	debootstrap_log=$rootfs.log
+	# shellcheck disable=SC2064 # expand the names now: they are local
+	trap "remove_rootfs '$rootfs'" EXIT
+	# shellcheck disable=SC2064
+	trap "rm -f '$debootstrap_log'; exit 130" INT TERM
+	log "debootstrap $DEBIAN_SUITE with Prometheus into $rootfs (about a minute)"
+	if ! debootstrap --variant=minbase --include=prometheus \
+		"$DEBIAN_SUITE" "$rootfs" "$DEBIAN_MIRROR" >"$debootstrap_log" 2>&1; then
+		tail -n 20 "$debootstrap_log" >&2
+		die "debootstrap failed; its log is $debootstrap_log"
+	fi
+	rm -f "$debootstrap_log"
+	local installed
+	# shellcheck disable=SC2016 # ${Version} is dpkg-query's
+	installed=$(chroot "$rootfs" dpkg-query -W -f '${Version}' prometheus)
+	case $installed in
+	"$PROMETHEUS_VERSION"*) ;;
+	*) die "Debian now ships prometheus $installed, not $PROMETHEUS_VERSION: update PROMETHEUS_VERSION here and final/clustertest's image" ;;
+	esac
+	rm -rf "$rootfs"/var/cache/apt/archives/*.deb "$rootfs"/var/lib/apt/lists/* \
+		"$rootfs"/usr/share/doc/* "$rootfs"/usr/share/man/*
+	mkdir -p "$rootfs/etc/prometheus" "$rootfs/prometheus"
+	chown 65534:65534 "$rootfs/prometheus" # it runs as nobody
+	cat >"$rootfs/etc/prometheus/prometheus.yml" <<-'EOF'
+		# Scrapes itself only; a launcher writes the brokers' job over this file.
+		global:
+		  scrape_interval: 5s
+		scrape_configs:
+		  - job_name: prometheus
+		    static_configs:
+		      - targets: ["localhost:9090"]
+	EOF
+	log "importing the root file system as $tag"
+	tar --numeric-owner -C "$rootfs" -c . | docker import \
+		--change 'ENTRYPOINT ["/usr/bin/prometheus", "--config.file=/etc/prometheus/prometheus.yml", "--storage.tsdb.path=/prometheus", "--web.listen-address=0.0.0.0:9090"]' \
+		--change 'EXPOSE 9090' \
+		--change 'USER 65534:65534' \
+		--change "LABEL $RECIPE_LABEL=$recipe" \
+		--change "LABEL org.opencontainers.image.title=prometheus" \
+		--change "LABEL org.opencontainers.image.version=$installed" \
+		--message "scripts/images.sh: debootstrap $DEBIAN_SUITE + prometheus $installed" \
+		- "$tag" >/dev/null
+	remove_rootfs "$rootfs"
+	trap - EXIT INT TERM
 }
 
 # remove_rootfs DIR: debootstrap mounts /proc and /sys inside the tree while

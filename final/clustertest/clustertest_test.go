@@ -2,8 +2,12 @@ package clustertest_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"net/http"
+	"net/url"
 	"slices"
+	"strconv"
 	"testing"
 	"time"
 
@@ -65,4 +69,62 @@ func TestBrokerImageServesClients(t *testing.T) {
 		fs.EachRecord(func(r *kgo.Record) { got = append(got, string(r.Value)) })
 	}
 	require.ElementsMatch(t, want, got)
+}
+
+// query asks Prometheus for an instant vector and returns each sample's
+// value by its instance label.
+func query(t *testing.T, addr, q string) map[string]float64 {
+	t.Helper()
+	resp, err := http.Get("http://" + addr + "/api/v1/query?query=" + url.QueryEscape(q))
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	var body struct {
+		Data struct {
+			Result []struct {
+				Metric map[string]string `json:"metric"`
+				Value  [2]any            `json:"value"`
+			} `json:"result"`
+		} `json:"data"`
+	}
+	require.NoError(t, json.NewDecoder(resp.Body).Decode(&body))
+	out := map[string]float64{}
+	for _, r := range body.Data.Result {
+		v, err := strconv.ParseFloat(r.Value[1].(string), 64)
+		require.NoError(t, err)
+		out[r.Metric["instance"]] = v
+	}
+	return out
+}
+
+// TestPrometheusScrapesEveryBroker: Prometheus, from Debian's package in a
+// container on the brokers' network, scrapes each broker's
+// metrics.prometheus.listener under Kafka's names: every target is up,
+// the active controller counts sum to 1, and the records produced show in
+// MessagesIn.
+func TestPrometheusScrapesEveryBroker(t *testing.T) {
+	ens := zktest.StartStandalone(t)
+	brokers := clustertest.StartBrokers(t, ens, 2, map[string]string{"metrics.prometheus.listener": "0.0.0.0:9404"})
+	prom := clustertest.StartPrometheus(t, ens, brokers)
+
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers[0].Addr), kgo.DefaultProduceTopic("metered"))
+	require.NoError(t, err)
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	created, err := kadm.NewClient(cl).CreateTopic(ctx, 1, 2, nil, "metered")
+	require.NoError(t, err)
+	require.NoError(t, created.Err)
+	for i := range 20 {
+		require.NoError(t, cl.ProduceSync(ctx, &kgo.Record{Value: []byte(strconv.Itoa(i))}).FirstErr())
+	}
+
+	require.Eventually(t, func() bool {
+		up := query(t, prom, `up{job="kafka"}`)
+		return len(up) == len(brokers) && up[brokers[0].Name+":9404"] == 1 && up[brokers[1].Name+":9404"] == 1
+	}, 30*time.Second, 500*time.Millisecond, "every broker's target is up")
+	require.Eventually(t, func() bool {
+		sum := query(t, prom, `sum(kafka_controller_kafkacontroller_activecontrollercount)`)
+		in := query(t, prom, `sum(kafka_server_brokertopicmetrics_messagesin_total{topic="metered"})`)
+		return sum[""] == 1 && in[""] == 20
+	}, 30*time.Second, 500*time.Millisecond, "one active controller, 20 records in, as Prometheus sees them")
 }
