@@ -5,9 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -161,13 +163,33 @@ func TestCommitsSurviveCompactionOfTheOffsetsTopic(t *testing.T) {
 	c.Broker(coordinator).Kill()
 	zk := observer(t, ens)
 	waitLeaders(t, zk, group.Topic, 50, func(id int32) bool { return id != coordinator })
-	fresh := kadm.NewClient(client(t, c))
-	var got kadm.OffsetResponses
-	require.Eventually(t, func() bool {
-		var err error
-		got, err = fresh.FetchOffsets(ctx, "clickers")
-		return err == nil && got.Error() == nil
-	}, 60*time.Second, 20*time.Millisecond, "the new coordinator answers")
+	var (
+		mu      sync.Mutex // got and lastErr: written by Eventually's goroutine
+		got     kadm.OffsetResponses
+		lastErr error
+	)
+	answered := assert.Eventually(t, func() bool {
+		// A new client each time: a broker whose metadata does not yet
+		// know the new leader answers FindCoordinator with the dead one,
+		// as Kafka's would, and franz-go keeps a coordinator it cannot
+		// reach (it forgets one only on NOT_COORDINATOR and its kin).
+		cl, err := kgo.NewClient(kgo.SeedBrokers(c.Addrs()...), kgo.RequestRetries(1))
+		require.NoError(t, err)
+		defer cl.Close()
+		actx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		offsets, err := kadm.NewClient(cl).FetchOffsets(actx, "clickers")
+		if err == nil {
+			err = offsets.Error()
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		got, lastErr = offsets, err
+		return err == nil
+	}, 60*time.Second, 200*time.Millisecond)
+	mu.Lock()
+	defer mu.Unlock()
+	require.True(t, answered, "the new coordinator answers; its last error: %v", lastErr)
 	for _, o := range last.Sorted() {
 		r, ok := got.Lookup(o.Topic, o.Partition)
 		require.True(t, ok)
