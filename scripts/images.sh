@@ -57,41 +57,11 @@ zookeeper_image() { echo "kafkaworkbook/zookeeper:${ZOOKEEPER_VERSION}"; }
 zookeeper_recipe() { echo 1; }
 
 build_zookeeper() {
-	local tag=$1 recipe=$2
-	./scripts/deps.sh debootstrap
-
-	local rootfs debootstrap_log
-	rootfs=$(mktemp -d "${TMPDIR:-/var/tmp}/zookeeper-rootfs.XXXXXX")
-	debootstrap_log=$rootfs.log
-	# The tree goes however the build ends; the log stays when debootstrap
-	# fails, for reading.
-	# shellcheck disable=SC2064 # expand the names now: they are local
-	trap "remove_rootfs '$rootfs'" EXIT
-	# shellcheck disable=SC2064
-	trap "rm -f '$debootstrap_log'; exit 130" INT TERM
-
-	log "debootstrap $DEBIAN_SUITE with ZooKeeper into $rootfs (about a minute or two)"
+	local tag=$1 recipe=$2 rootfs installed
 	# minbase: dpkg, apt and coreutils, nothing else. The JRE and
 	# libzookeeper-java bring their own dependencies (about 560 MB).
-	if ! debootstrap --variant=minbase \
-		--include=default-jre-headless,libzookeeper-java \
-		"$DEBIAN_SUITE" "$rootfs" "$DEBIAN_MIRROR" >"$debootstrap_log" 2>&1; then
-		tail -n 20 "$debootstrap_log" >&2
-		die "debootstrap failed; its log is $debootstrap_log"
-	fi
-	rm -f "$debootstrap_log"
-
-	local installed
-	# shellcheck disable=SC2016 # ${Version} is dpkg-query's, not the shell's
-	installed=$(chroot "$rootfs" dpkg-query -W -f '${Version}' libzookeeper-java)
-	case $installed in
-	"$ZOOKEEPER_VERSION"-*) ;;
-	*) die "Debian now ships libzookeeper-java $installed, not $ZOOKEEPER_VERSION: update ZOOKEEPER_VERSION here and the harness's default image" ;;
-	esac
-
-	# The package cache and docs are a third of the tree and never used.
-	rm -rf "$rootfs"/var/cache/apt/archives/*.deb "$rootfs"/var/lib/apt/lists/* \
-		"$rootfs"/usr/share/doc/* "$rootfs"/usr/share/man/*
+	debian_rootfs zookeeper default-jre-headless,libzookeeper-java libzookeeper-java "$ZOOKEEPER_VERSION" \
+		"update ZOOKEEPER_VERSION here and the harness's default image"
 
 	# Defaults for `docker run IMAGE`: a standalone server. The harness
 	# writes its own /conf/zoo.cfg (ensembles, short ticks) over this one.
@@ -204,31 +174,9 @@ prometheus_image() { echo "kafkaworkbook/prometheus:${PROMETHEUS_VERSION}"; }
 prometheus_recipe() { echo 2; }
 
 build_prometheus() {
-	local tag=$1 recipe=$2
-	./scripts/deps.sh debootstrap
-	local rootfs debootstrap_log
-	rootfs=$(mktemp -d "${TMPDIR:-/var/tmp}/prometheus-rootfs.XXXXXX")
-	debootstrap_log=$rootfs.log
-	# shellcheck disable=SC2064 # expand the names now: they are local
-	trap "remove_rootfs '$rootfs'" EXIT
-	# shellcheck disable=SC2064
-	trap "rm -f '$debootstrap_log'; exit 130" INT TERM
-	log "debootstrap $DEBIAN_SUITE with Prometheus into $rootfs (about a minute)"
-	if ! debootstrap --variant=minbase --include=prometheus \
-		"$DEBIAN_SUITE" "$rootfs" "$DEBIAN_MIRROR" >"$debootstrap_log" 2>&1; then
-		tail -n 20 "$debootstrap_log" >&2
-		die "debootstrap failed; its log is $debootstrap_log"
-	fi
-	rm -f "$debootstrap_log"
-	local installed
-	# shellcheck disable=SC2016 # ${Version} is dpkg-query's
-	installed=$(chroot "$rootfs" dpkg-query -W -f '${Version}' prometheus)
-	case $installed in
-	"$PROMETHEUS_VERSION"*) ;;
-	*) die "Debian now ships prometheus $installed, not $PROMETHEUS_VERSION: update PROMETHEUS_VERSION here and final/clustertest's image" ;;
-	esac
-	rm -rf "$rootfs"/var/cache/apt/archives/*.deb "$rootfs"/var/lib/apt/lists/* \
-		"$rootfs"/usr/share/doc/* "$rootfs"/usr/share/man/*
+	local tag=$1 recipe=$2 rootfs installed
+	debian_rootfs prometheus prometheus prometheus "$PROMETHEUS_VERSION" \
+		"update PROMETHEUS_VERSION here and final/clustertest's image"
 	mkdir -p "$rootfs/etc/prometheus" "$rootfs/prometheus"
 	chown 65534:65534 "$rootfs/prometheus" # it runs as nobody
 	cat >"$rootfs/etc/prometheus/prometheus.yml" <<-'EOF'
@@ -252,6 +200,40 @@ build_prometheus() {
 		- "$tag" >/dev/null
 	remove_rootfs "$rootfs"
 	trap - EXIT INT TERM
+}
+
+# debian_rootfs NAME PACKAGES PACKAGE VERSION HINT: debootstraps a minimal
+# Debian with PACKAGES (comma-separated) into a new directory, checks that
+# PACKAGE installed VERSION (so that an image's tag cannot lie after a
+# Debian update; HINT says what to change when it did not), and drops the
+# package cache and docs, a third of the tree and never used. It sets the
+# caller's rootfs (removed however the script ends, unless the caller
+# removes it first) and installed (PACKAGE's Debian version). The
+# debootstrap log stays when debootstrap fails, for reading.
+debian_rootfs() {
+	local name=$1 packages=$2 package=$3 version=$4 hint=$5 debootstrap_log
+	./scripts/deps.sh debootstrap
+	rootfs=$(mktemp -d "${TMPDIR:-/var/tmp}/$name-rootfs.XXXXXX")
+	debootstrap_log=$rootfs.log
+	# shellcheck disable=SC2064 # expand the names now: they are local
+	trap "remove_rootfs '$rootfs'" EXIT
+	# shellcheck disable=SC2064
+	trap "rm -f '$debootstrap_log'; exit 130" INT TERM
+	log "debootstrap $DEBIAN_SUITE with $packages into $rootfs (about a minute or two)"
+	if ! debootstrap --variant=minbase --include="$packages" \
+		"$DEBIAN_SUITE" "$rootfs" "$DEBIAN_MIRROR" >"$debootstrap_log" 2>&1; then
+		tail -n 20 "$debootstrap_log" >&2
+		die "debootstrap failed; its log is $debootstrap_log"
+	fi
+	rm -f "$debootstrap_log"
+	# shellcheck disable=SC2016 # ${Version} is dpkg-query's, not the shell's
+	installed=$(chroot "$rootfs" dpkg-query -W -f '${Version}' "$package")
+	case $installed in
+	"$version"-* | "$version"+*) ;;
+	*) die "Debian now ships $package $installed, not $version: $hint" ;;
+	esac
+	rm -rf "$rootfs"/var/cache/apt/archives/*.deb "$rootfs"/var/lib/apt/lists/* \
+		"$rootfs"/usr/share/doc/* "$rootfs"/usr/share/man/*
 }
 
 # remove_rootfs DIR: debootstrap mounts /proc and /sys inside the tree while

@@ -4,6 +4,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/pem"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -17,6 +18,7 @@ import (
 	"github.com/twmb/franz-go/pkg/sasl/plain"
 	"github.com/twmb/franz-go/pkg/sasl/scram"
 
+	"github.com/kafkaworkbook/workbook/final/security"
 	"github.com/kafkaworkbook/workbook/stage02-reactor/store"
 )
 
@@ -314,47 +316,23 @@ var jaasModules = []string{
 //
 //	org.apache.kafka.common.security.plain.PlainLoginModule required username="alice" password="alice-secret";
 //
-// A login module class, a control flag, options as name=value (the value
-// quoted or a bare word), and a closing semicolon.
+// The line is read by the broker's own reader (security.ParseJAAS, Kafka's
+// rules); it must hold one PlainLoginModule or ScramLoginModule entry
+// with both options.
 func ParseJAAS(line string) (user, pass string, err error) {
-	s := strings.TrimSpace(line)
-	if !strings.HasSuffix(s, ";") {
-		return "", "", fmt.Errorf("a JAAS line ends with ';'")
+	entries, err := security.ParseJAAS(line)
+	if err != nil {
+		return "", "", errors.New(strings.TrimPrefix(err.Error(), "security: JAAS config: "))
 	}
-	s = strings.TrimSpace(strings.TrimSuffix(s, ";"))
-	module, rest, _ := strings.Cut(s, " ")
-	if !slices.Contains(jaasModules, module) {
-		return "", "", fmt.Errorf("login module %q: this tool knows PlainLoginModule and ScramLoginModule", module)
+	if len(entries) != 1 {
+		return "", "", fmt.Errorf("%d login modules: a client names one", len(entries))
 	}
-	flag, rest, _ := strings.Cut(strings.TrimSpace(rest), " ")
-	switch strings.ToLower(flag) {
-	case "required", "requisite", "sufficient", "optional":
-	default:
-		return "", "", fmt.Errorf("control flag %q: not required, requisite, sufficient or optional", flag)
+	e := entries[0]
+	if !slices.Contains(jaasModules, e.LoginModule) {
+		return "", "", fmt.Errorf("login module %q: this tool knows PlainLoginModule and ScramLoginModule", e.LoginModule)
 	}
-	opts := map[string]string{}
-	for rest = strings.TrimSpace(rest); rest != ""; rest = strings.TrimSpace(rest) {
-		name, after, ok := strings.Cut(rest, "=")
-		name = strings.TrimSpace(name)
-		if !ok || name == "" || strings.ContainsAny(name, " \t\"") {
-			return "", "", fmt.Errorf("option %q: not name=value", rest)
-		}
-		after = strings.TrimSpace(after)
-		var value string
-		if strings.HasPrefix(after, `"`) {
-			end := closingQuote(after)
-			if end < 0 {
-				return "", "", fmt.Errorf("option %s: the quoted value does not end", name)
-			}
-			value = strings.ReplaceAll(strings.ReplaceAll(after[1:end], `\"`, `"`), `\\`, `\`)
-			rest = after[end+1:]
-		} else {
-			value, rest, _ = strings.Cut(after, " ")
-		}
-		opts[name] = value
-	}
-	user, okU := opts["username"]
-	pass, okP := opts["password"]
+	user, okU := e.Options["username"]
+	pass, okP := e.Options["password"]
 	if !okU || !okP {
 		return "", "", fmt.Errorf("needs username=\"...\" and password=\"...\" options")
 	}
@@ -367,18 +345,4 @@ var jaasPassword = regexp.MustCompile(`password\s*=\s*("(\\.|[^"\\])*"?|\S*)`)
 // redactJAAS hides the password in a JAAS line an error message repeats.
 func redactJAAS(line string) string {
 	return jaasPassword.ReplaceAllString(line, `password="[hidden]"`)
-}
-
-// closingQuote returns the index of the quote closing s[0]'s, skipping
-// backslash escapes, or -1.
-func closingQuote(s string) int {
-	for i := 1; i < len(s); i++ {
-		switch s[i] {
-		case '\\':
-			i++
-		case '"':
-			return i
-		}
-	}
-	return -1
 }

@@ -25,11 +25,11 @@ func TestParseJAASReadsKafkasLoginModuleLine(t *testing.T) {
 			user: "alice", pass: "alice-secret"},
 		{line: `  org.apache.kafka.common.security.scram.ScramLoginModule required  password="p w\"q"   username=bob ;`,
 			user: "bob", pass: `p w"q`},
-		{line: `org.apache.kafka.common.security.plain.PlainLoginModule required username="alice" password="x"`, err: "ends with ';'"},
+		{line: `org.apache.kafka.common.security.plain.PlainLoginModule required username="alice" password="x"`, err: "not terminated by semi-colon"},
 		{line: `com.sun.security.auth.module.Krb5LoginModule required useKeyTab=true;`, err: `login module "com.sun.security.auth.module.Krb5LoginModule"`},
 		{line: `org.apache.kafka.common.security.plain.PlainLoginModule must username="a" password="b";`, err: `control flag "must"`},
 		{line: `org.apache.kafka.common.security.plain.PlainLoginModule required username="a";`, err: "needs username"},
-		{line: `org.apache.kafka.common.security.plain.PlainLoginModule required username="a" password="b;`, err: "does not end"},
+		{line: `org.apache.kafka.common.security.plain.PlainLoginModule required username="a" password="b;`, err: "not terminated by semi-colon"},
 	} {
 		user, pass, err := admin.ParseJAAS(tt.line)
 		if tt.err != "" {
@@ -68,7 +68,7 @@ func TestClientConfigErrorsNameTheKeyAndValue(t *testing.T) {
 		{map[string]string{"security.protocol": "SASL_SSL", "sasl.mechanism": "PLAIN"}, "sasl.jaas.config=: missing"},
 		{map[string]string{"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "PLAIN",
 			"sasl.jaas.config": `org.apache.kafka.common.security.plain.PlainLoginModule required username="alice" password="s3cret"`},
-			`password="[hidden]": a JAAS line ends with ';'`},
+			`password="[hidden]": entry not terminated by semi-colon`},
 	} {
 		_, err := admin.ParseClientConfig(tt.props)
 		require.ErrorContains(t, err, tt.err)

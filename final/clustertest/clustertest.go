@@ -12,8 +12,6 @@ import (
 	"context"
 	"fmt"
 	"maps"
-	"net"
-	"net/netip"
 	"os"
 	"slices"
 	"strconv"
@@ -21,10 +19,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/moby/moby/api/types/container"
-	"github.com/moby/moby/api/types/network"
 	"github.com/testcontainers/testcontainers-go"
-	tclog "github.com/testcontainers/testcontainers-go/log"
 	"github.com/testcontainers/testcontainers-go/wait"
 
 	"github.com/kafkaworkbook/workbook/stage05-controller/zktest"
@@ -66,67 +61,36 @@ func StartBroker(t testing.TB, ens *zktest.Ensemble, id int32, props map[string]
 	}
 	name := fmt.Sprintf("%s-broker-%d", ens.Network()[:min(8, len(ens.Network()))], id)
 	b := &Broker{ID: id, Name: name}
-	var lastErr error
-	for range 3 { // a port taken between our check and Docker's bind: try another
-		port, err := freePort()
-		if err != nil {
-			t.Fatal(err)
-		}
-		b.Addr = net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
-		settings := map[string]string{
-			"broker.id":                        strconv.Itoa(int(id)),
-			"zookeeper.connect":                ens.ConnectString(),
-			"zookeeper.session.timeout.ms":     strconv.Itoa(int(zktest.SessionTimeout / time.Millisecond)),
-			"listeners":                        "PLAINTEXT://0.0.0.0:9092,INTERNAL://0.0.0.0:9093",
-			"advertised.listeners":             fmt.Sprintf("PLAINTEXT://%s,INTERNAL://%s:9093", b.Addr, name),
-			"listener.security.protocol.map":   "PLAINTEXT:PLAINTEXT,INTERNAL:PLAINTEXT",
-			"inter.broker.listener.name":       "INTERNAL",
-			"offsets.topic.replication.factor": "1",
-			"group.initial.rebalance.delay.ms": "0",
-		}
-		maps.Copy(settings, props)
-		var cmd []string
-		for _, k := range slices.Sorted(maps.Keys(settings)) {
-			cmd = append(cmd, "--override", k+"="+settings[k])
-		}
-		req := testcontainers.GenericContainerRequest{
-			ContainerRequest: testcontainers.ContainerRequest{
-				Image:          image,
-				Name:           name,
-				Cmd:            cmd,
-				ExposedPorts:   []string{"9092/tcp"},
-				Networks:       []string{ens.Network()},
-				NetworkAliases: map[string][]string{ens.Network(): {name}},
-				Labels:         zktest.Labels(t),
-				ConfigModifier: func(c *container.Config) { c.Hostname = name },
-				HostConfigModifier: func(hc *container.HostConfig) {
-					// Loopback only: nothing outside this machine reaches a test broker.
-					hc.PortBindings = network.PortMap{network.MustParsePort("9092/tcp"): {{
-						HostIP: netip.MustParseAddr("127.0.0.1"), HostPort: strconv.Itoa(port)}}}
-				},
-				WaitingFor: wait.ForLog("final broker started").WithStartupTimeout(60 * time.Second),
-			},
-			Started: true,
-			Logger:  tclog.TestLogger(t),
-		}
-		c, err := testcontainers.GenericContainer(context.Background(), req)
-		if err == nil {
-			b.container = c
-			t.Cleanup(func() { b.terminate(t) })
-			return b
-		}
-		if c != nil {
-			b.container = c
+	c, addr, err := startContainer(t, ens, spec{name: name, image: image, containerPort: 9092,
+		request: func(req *testcontainers.ContainerRequest, hostAddr string) {
+			settings := map[string]string{
+				"broker.id":                        strconv.Itoa(int(id)),
+				"zookeeper.connect":                ens.ConnectString(),
+				"zookeeper.session.timeout.ms":     strconv.Itoa(int(zktest.SessionTimeout / time.Millisecond)),
+				"listeners":                        "PLAINTEXT://0.0.0.0:9092,INTERNAL://0.0.0.0:9093",
+				"advertised.listeners":             fmt.Sprintf("PLAINTEXT://%s,INTERNAL://%s:9093", hostAddr, name),
+				"listener.security.protocol.map":   "PLAINTEXT:PLAINTEXT,INTERNAL:PLAINTEXT",
+				"inter.broker.listener.name":       "INTERNAL",
+				"offsets.topic.replication.factor": "1",
+				"group.initial.rebalance.delay.ms": "0",
+			}
+			maps.Copy(settings, props)
+			for _, k := range slices.Sorted(maps.Keys(settings)) {
+				req.Cmd = append(req.Cmd, "--override", k+"="+settings[k])
+			}
+			req.WaitingFor = wait.ForLog("final broker started").WithStartupTimeout(60 * time.Second)
+		}}, func(c testcontainers.Container, failedStart bool) {
+		b.container = c
+		if failedStart {
 			b.printLogs(t)
-			b.terminate(t)
 		}
-		lastErr = err
-		if !strings.Contains(err.Error(), "already allocated") && !strings.Contains(err.Error(), "address already in use") {
-			break
-		}
+		b.terminate(t)
+	})
+	if err != nil {
+		t.Fatalf("clustertest: start broker %d from %s: %v (build the image with `make images`)", id, image, err)
 	}
-	t.Fatalf("clustertest: start broker %d from %s: %v (build the image with `make images`)", id, image, lastErr)
-	return nil
+	b.container, b.Addr = c, addr
+	return b
 }
 
 // printLogs prints the end of the broker's log, for a failed start or test.
@@ -150,19 +114,5 @@ func (b *Broker) terminate(t testing.TB) {
 	if t.Failed() {
 		b.printLogs(t)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	if err := b.container.Terminate(ctx, testcontainers.StopTimeout(0)); err != nil {
-		t.Logf("clustertest: remove %s: %v", b.Name, err)
-	}
-}
-
-// freePort returns a TCP port of 127.0.0.1 that nothing listens on now.
-func freePort() (int, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, fmt.Errorf("clustertest: find a free port: %w", err)
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port, nil
+	terminate(t, b.container, b.Name)
 }

@@ -1,11 +1,12 @@
 package broker
 
 import (
-	"encoding/binary"
 	"sync"
 	"sync/atomic"
 
 	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/kafkaworkbook/workbook/stage01-log/record"
 )
 
 // Counters count what the broker took in, served and refused, under the
@@ -67,16 +68,15 @@ func appended(code int16) bool {
 	return code == 0 || code == kerr.RequestTimedOut.Code || code == kerr.NotEnoughReplicasAfterAppend.Code
 }
 
-// countIn counts a batch a leader appended for a producer.
+// countIn counts the batch a leader appended for a producer (a Produce
+// request carries one batch per partition: more is INVALID_RECORD, as in
+// Kafka).
 func (c *Counters) countIn(topic string, batch []byte) {
-	// The record count of a magic-2 batch is its last header field, at
-	// byte 57 (stage01-log/record's layout); the batch was validated.
 	var records uint64
-	if len(batch) >= 61 {
-		records = uint64(binary.BigEndian.Uint32(batch[57:61]))
+	if h, err := record.ReadHeader(batch); err == nil { // validated already
+		records = uint64(h.NumRecords)
 	}
-	t := c.Topic(topic)
-	for _, t := range []*TopicCounters{&c.All, t} {
+	for _, t := range []*TopicCounters{&c.All, c.Topic(topic)} {
 		t.BytesIn.Add(uint64(len(batch)))
 		t.MessagesIn.Add(records)
 	}

@@ -106,6 +106,11 @@ func startNode(ctx context.Context, t testing.TB, cli client.APIClient, image st
 	return nil, fmt.Errorf("start %s: %w", nd.name, lastErr)
 }
 
+// FreePort returns a TCP port of 127.0.0.1 that nothing listens on now:
+// the host port a harness publishes a container's port on (final's
+// clustertest publishes its brokers' this way).
+func FreePort() (int, error) { return freePort() }
+
 // freePort returns a TCP port of 127.0.0.1 that nothing listens on now.
 func freePort() (int, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
