@@ -205,9 +205,18 @@ func TestCommittedOffsetsSurviveKillingTheCoordinator(t *testing.T) {
 		require.NoError(t, first.CommitUncommittedOffsets(ctx))
 	}
 	adm := kadm.NewClient(client(t, c))
-	before, err := adm.FetchOffsets(ctx, "auditors")
-	require.NoError(t, err)
-	require.NoError(t, before.Error())
+	// A broker whose metadata has not yet heard of __consumer_offsets
+	// answers FindCoordinator with COORDINATOR_NOT_AVAILABLE, which is
+	// retriable; under load that lasts longer than the client's retries.
+	var before kadm.OffsetResponses
+	require.Eventually(t, func() bool {
+		offsets, err := adm.FetchOffsets(ctx, "auditors")
+		if err != nil || offsets.Error() != nil {
+			return false
+		}
+		before = offsets
+		return true
+	}, 30*time.Second, 100*time.Millisecond, "the coordinator answers the offsets")
 	first.Close() // LeaveGroup: the group is Empty, its offsets stay
 
 	coordinators := adm.FindGroupCoordinators(ctx, "auditors")
@@ -226,6 +235,7 @@ func TestCommittedOffsetsSurviveKillingTheCoordinator(t *testing.T) {
 	fresh := kadm.NewClient(client(t, c))
 	var after kadm.OffsetResponses
 	require.Eventually(t, func() bool {
+		var err error
 		after, err = fresh.FetchOffsets(ctx, "auditors")
 		return err == nil && after.Error() == nil
 	}, 60*time.Second, 20*time.Millisecond, "the new coordinator answers the offset fetch")
