@@ -2,7 +2,6 @@ package zktest
 
 import (
 	"fmt"
-	"net/netip"
 	"strings"
 	"time"
 )
@@ -41,9 +40,9 @@ const clientPort = 2181
 func hostname(i int) string { return fmt.Sprintf("zk%d", i+1) }
 
 // zooCfg renders zoo.cfg for an ensemble whose servers have the addresses
-// given; with one server it has no server lines and QuorumPeerMain runs a
-// standalone server.
-func zooCfg(servers []netip.Addr) string {
+// (or host names) given; with one server it has no server lines and
+// QuorumPeerMain runs a standalone server.
+func zooCfg(servers []string) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "tickTime=%d\n", TickTime.Milliseconds())
 	fmt.Fprintf(&b, "initLimit=%d\nsyncLimit=%d\n", initLimit, syncLimit)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/netip"
 	"strings"
 	"testing"
 	"time"
@@ -94,9 +93,9 @@ func StartEnsemble(t testing.TB, n int) *Ensemble {
 		}
 	})
 
-	servers := make([]netip.Addr, n)
+	servers := make([]string, n)
 	for i := range servers {
-		servers[i] = nw.serverAddr(i)
+		servers[i] = nw.serverAddr(i).String()
 	}
 	cfg := zooCfg(servers)
 	for i := range n {
