@@ -14,11 +14,13 @@ MODULES := $(shell sed -n 's|^[[:space:]]*\./\([A-Za-z0-9_.-]*\).*|\1|p' go.work
 TESTFLAGS ?= -race -count=1 -timeout 15m
 BENCHFLAGS ?= -run '^$$' -benchmem -count=1
 
-.PHONY: help run test lint vet fmt bench fuzz images deps-test deps-kcat deps-images $(MODULES:%=test-%) \
+.PHONY: help run run-stage03 cluster cluster-down test lint vet fmt bench fuzz images deps-test deps-kcat deps-images $(MODULES:%=test-%) \
 	stage01 stage02 stage03 stage04 stage05 stage06 final
 
 help:
-	@echo "make run       the course's main demo: a three-broker cluster replicating (stage 03)"
+	@echo "make run       the course's main demo: the final cluster in containers, a leader killed, nothing lost"
+	@echo "make cluster   start 3 ZooKeeper, 3 brokers and Prometheus in containers, in the background"
+	@echo "make cluster-down  remove that cluster (containers, network, volumes)"
 	@echo "make test      lint, then every stage's tests (sets up what is missing first)"
 	@echo "make stageNN   one stage's tests, e.g. make stage01"
 	@echo "make final     the final broker's tests (the compatibility suite, security, metrics)"
@@ -27,12 +29,35 @@ help:
 	@echo "make fuzz      run each fuzz target for FUZZTIME (default 2m)"
 	@echo "make images    build the container images (ZooKeeper, brokers)"
 
-# Three brokers on 127.0.0.1:19092-19094 and the stage 03 controller: produce,
-# move the leader, stop and restart a broker, show each replica's state.
-# Drop -script for the interactive version.
-RUN_SCRIPT ?= produce 5; wait; state; leader 0 1; produce 3; wait; state; stop 1; start 1; produce 2; wait; state
+# The final cluster in containers (final/cmd/cluster demo): 3 ZooKeeper
+# servers, 3 brokers, Prometheus; a producer and a consumer through the kill
+# of a partition leader; then the cluster stays up until Ctrl-C. Without a
+# Docker engine: what to install, then stage 03's in-process demo.
+CLUSTER_FLAGS ?=
 run:
+	@if docker info >/dev/null 2>&1; then \
+		$(MAKE) --no-print-directory images && $(GO) run ./final/cmd/cluster $(CLUSTER_FLAGS) demo; \
+	else \
+		echo "make run: no Docker engine here (docker info failed). The final cluster runs in containers:"; \
+		echo "  install Docker Engine (https://docs.docker.com/engine/install/) and start it, then make run again."; \
+		echo "Meanwhile, stage 03's demo: three in-process brokers replicating on 127.0.0.1."; \
+		$(MAKE) --no-print-directory run-stage03; \
+	fi
+
+# Stage 03's demo: three brokers on 127.0.0.1:19092-19094 and the stage 03
+# controller: produce, move the leader, stop and restart a broker, show each
+# replica's state. Drop -script for the interactive version.
+RUN_SCRIPT ?= produce 5; wait; state; leader 0 1; produce 3; wait; state; stop 1; start 1; produce 2; wait; state
+run-stage03:
 	$(GO) run ./stage03-replication/cmd/cluster -script "$(RUN_SCRIPT)"
+
+# The same cluster without the demo, in the background: brokers on
+# 127.0.0.1:9092-9094, Prometheus on 127.0.0.1:9090.
+cluster: images
+	$(GO) run ./final/cmd/cluster $(CLUSTER_FLAGS) up
+
+cluster-down:
+	$(GO) run ./final/cmd/cluster $(CLUSTER_FLAGS) down
 
 test: deps-test lint $(MODULES:%=test-%)
 

@@ -2,7 +2,6 @@ package cluster_test
 
 import (
 	"context"
-	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -12,36 +11,40 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/kafkaworkbook/workbook/final/cluster"
+	"github.com/kafkaworkbook/workbook/final/clustertest"
 )
 
-// isr returns partition 0's leader and ISR as broker 'asked' sees them.
-func isr(t *testing.T, c *cluster.Cluster, topic string) (int32, []int32) {
-	t.Helper()
-	cl, err := c.Client()
-	require.NoError(t, err)
-	defer cl.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	md, err := kadm.NewClient(cl).Metadata(ctx, topic)
-	if err != nil {
-		return -1, nil
+// leaderIn returns partition 0's leader in broker id's view, -1 if it
+// does not answer.
+func leaderIn(ctx context.Context, c *cluster.Cluster, id int) int32 {
+	if v, ok := c.Views(ctx, "t")[id]; ok {
+		return v[0].Leader
 	}
-	p := md.Topics[topic].Partitions[0]
-	s := slices.Clone(p.ISR)
-	slices.Sort(s)
-	return p.Leader, s
+	return -1
 }
 
-// TestClusterLifecycle: Up starts three ZooKeeper servers, three brokers
-// and Prometheus; each fault does what it says, seen from a client; Down
-// leaves nothing behind.
+// settled waits until every broker sees a leader and a full ISR.
+func settled(t *testing.T, ctx context.Context, c *cluster.Cluster, msg string) {
+	t.Helper()
+	var why string
+	require.Eventually(t, func() bool {
+		ok, w := c.Settled(ctx, "t")
+		why = w
+		return ok
+	}, 60*time.Second, 250*time.Millisecond, "%s (last: %s)", msg, why)
+}
+
+// TestClusterLifecycle: Up starts three ZooKeeper servers and three
+// brokers; each fault does what it says, seen from a client: a leader cut
+// from its followers keeps leading with an ISR of itself, a killed leader
+// and a disconnected one are replaced, each comes back into the ISR; and
+// Attach finds the cluster from its name alone. (clustertest.Start's
+// cleanup is Down; cmd/cluster's TestUpStatusDown shows it leaves nothing.)
 func TestClusterLifecycle(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	name := fmt.Sprintf("lifecycle-%d", time.Now().UnixNano()%1e6)
-	c, err := cluster.Up(ctx, cluster.Config{Name: name, Prometheus: true, Logf: t.Logf})
-	require.NoError(t, err)
-	t.Cleanup(func() { require.NoError(t, cluster.Down(context.Background(), name)) })
+	c := clustertest.Start(t, cluster.Config{})
+	name := c.Name()
 
 	cl, err := c.Client(kgo.DefaultProduceTopic("t"))
 	require.NoError(t, err)
@@ -50,21 +53,19 @@ func TestClusterLifecycle(t *testing.T) {
 	res, err := adm.CreateTopic(ctx, 1, 3, nil, "t")
 	require.NoError(t, err)
 	require.NoError(t, res.Err)
-	require.Eventually(t, func() bool {
-		l, s := isr(t, c, "t")
-		return l >= 0 && len(s) == 3
-	}, 30*time.Second, 200*time.Millisecond)
+	settled(t, ctx, c, "a new topic: a leader and every replica in sync")
 	require.NoError(t, cl.ProduceSync(ctx, &kgo.Record{Value: []byte("a")}).FirstErr())
 
-	leader, _ := isr(t, c, "t")
+	leader := int(leaderIn(ctx, c, 0))
 	var followers []string
+	var others []int
 	for _, b := range c.Brokers() {
-		if int32(b.ID) != leader {
-			followers = append(followers, b.Name)
+		if b.ID != leader {
+			followers, others = append(followers, b.Name), append(others, b.ID)
 		}
 	}
 	t.Logf("cut leader %d from %v", leader, followers)
-	require.NoError(t, c.Cut(ctx, c.Broker(int(leader)).Name, followers...))
+	require.NoError(t, c.Cut(ctx, c.Broker(leader).Name, followers...))
 	// A follower whose log ends where the leader's does is in sync however
 	// long it has been silent (Kafka's rule too): only a write the
 	// followers cannot fetch makes them lag.
@@ -73,35 +74,32 @@ func TestClusterLifecycle(t *testing.T) {
 	defer one.Close()
 	require.NoError(t, one.ProduceSync(ctx, &kgo.Record{Value: []byte("b")}).FirstErr())
 	require.Eventually(t, func() bool {
-		l, s := isr(t, c, "t")
-		return l == leader && slices.Equal(s, []int32{leader})
-	}, 60*time.Second, 500*time.Millisecond, "the leader, cut from its followers, keeps leading and shrinks the ISR to itself")
+		v := c.Views(ctx, "t")[leader][0]
+		return v.Leader == int32(leader) && slices.Equal(v.ISR, []int32{int32(leader)})
+	}, 60*time.Second, 250*time.Millisecond, "the leader, cut from its followers, keeps leading and shrinks the ISR to itself")
+	// The followers never heard: the controller's UpdateMetadata cannot
+	// reach them, or it is the leader itself.
 	require.NoError(t, c.Heal(ctx))
-	require.Eventually(t, func() bool {
-		_, s := isr(t, c, "t")
-		return len(s) == 3
-	}, 60*time.Second, 500*time.Millisecond, "healed: the followers catch up and rejoin")
+	settled(t, ctx, c, "healed: the followers catch up and rejoin, and every broker hears")
 
-	require.NoError(t, c.Kill(ctx, c.Broker(int(leader)).Name))
+	require.NoError(t, c.Kill(ctx, c.Broker(leader).Name))
 	require.Eventually(t, func() bool {
-		l, _ := isr(t, c, "t")
-		return l >= 0 && l != leader
-	}, 60*time.Second, 500*time.Millisecond, "a new leader after kill -9")
-	require.NoError(t, c.Start(ctx, c.Broker(int(leader)).Name))
-	require.NoError(t, c.WaitBroker(ctx, int(leader)))
+		l := leaderIn(ctx, c, others[0])
+		return l >= 0 && int(l) != leader
+	}, 60*time.Second, 250*time.Millisecond, "a new leader after kill -9")
+	require.NoError(t, c.Start(ctx, c.Broker(leader).Name))
+	require.NoError(t, c.WaitBroker(ctx, leader))
+	settled(t, ctx, c, "the killed broker rejoins")
 
-	other, _ := isr(t, c, "t")
-	require.NoError(t, c.Disconnect(ctx, c.Broker(int(other)).Name))
+	other := int(leaderIn(ctx, c, leader))
+	require.NoError(t, c.Disconnect(ctx, c.Broker(other).Name))
 	require.Eventually(t, func() bool {
-		l, _ := isr(t, c, "t")
-		return l >= 0 && l != other
-	}, 60*time.Second, 500*time.Millisecond, "a new leader after the old one left the network")
-	require.NoError(t, c.Connect(ctx, c.Broker(int(other)).Name))
-	require.NoError(t, c.WaitBroker(ctx, int(other)))
-	require.Eventually(t, func() bool {
-		_, s := isr(t, c, "t")
-		return len(s) == 3
-	}, 60*time.Second, 500*time.Millisecond, "every replica back in sync")
+		l := leaderIn(ctx, c, (other+1)%3)
+		return l >= 0 && int(l) != other
+	}, 60*time.Second, 250*time.Millisecond, "a new leader after the old one left the network")
+	require.NoError(t, c.Connect(ctx, c.Broker(other).Name))
+	require.NoError(t, c.WaitBroker(ctx, other))
+	settled(t, ctx, c, "every replica back in sync")
 
 	again, err := cluster.Attach(ctx, name)
 	require.NoError(t, err)

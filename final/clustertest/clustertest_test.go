@@ -15,8 +15,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/kafkaworkbook/workbook/final/cluster"
 	"github.com/kafkaworkbook/workbook/final/clustertest"
-	"github.com/kafkaworkbook/workbook/stage05-controller/zktest"
 )
 
 // TestBrokerImageServesClients: two brokers of the image built FROM
@@ -25,12 +25,9 @@ import (
 // published PLAINTEXT ports, which Metadata advertises: an acks=all
 // produce with min.insync.replicas=2 is read back whole.
 func TestBrokerImageServesClients(t *testing.T) {
-	ens := zktest.StartStandalone(t)
-	brokers := clustertest.StartBrokers(t, ens, 2, nil)
-	var addrs []string
-	for _, b := range brokers {
-		addrs = append(addrs, b.Addr)
-	}
+	c := clustertest.Start(t, cluster.Config{ZooKeepers: 1, Brokers: 2,
+		BrokerProps: map[string]string{"offsets.topic.replication.factor": "2"}})
+	addrs := c.BootstrapServers()
 	cl, err := kgo.NewClient(kgo.SeedBrokers(addrs[0]), kgo.ConsumeTopics("orders"),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
 	require.NoError(t, err)
@@ -102,9 +99,11 @@ func query(t *testing.T, addr, q string) map[string]float64 {
 // the active controller counts sum to 1, and the records produced show in
 // MessagesIn.
 func TestPrometheusScrapesEveryBroker(t *testing.T) {
-	ens := zktest.StartStandalone(t)
-	brokers := clustertest.StartBrokers(t, ens, 2, map[string]string{"metrics.prometheus.listener": "0.0.0.0:9404"})
-	prom := clustertest.StartPrometheus(t, ens, brokers)
+	c := clustertest.Start(t, cluster.Config{ZooKeepers: 1, Brokers: 2, Prometheus: true,
+		BrokerProps: map[string]string{"offsets.topic.replication.factor": "2"}})
+	brokers := c.Brokers()
+	promNode, _ := c.Prometheus()
+	prom := promNode.Addr
 
 	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers[0].Addr), kgo.DefaultProduceTopic("metered"))
 	require.NoError(t, err)
@@ -120,7 +119,8 @@ func TestPrometheusScrapesEveryBroker(t *testing.T) {
 
 	require.Eventually(t, func() bool {
 		up := query(t, prom, `up{job="kafka"}`)
-		return len(up) == len(brokers) && up[brokers[0].Name+":9404"] == 1 && up[brokers[1].Name+":9404"] == 1
+		return len(up) == len(brokers) && up[fmt.Sprintf("%s:%d", brokers[0].Name, cluster.MetricsPort)] == 1 &&
+			up[fmt.Sprintf("%s:%d", brokers[1].Name, cluster.MetricsPort)] == 1
 	}, 30*time.Second, 500*time.Millisecond, "every broker's target is up")
 	require.Eventually(t, func() bool {
 		sum := query(t, prom, `sum(kafka_controller_kafkacontroller_activecontrollercount)`)

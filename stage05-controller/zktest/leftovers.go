@@ -78,3 +78,10 @@ func processAlive(pid string) bool {
 	err = syscall.Kill(n, 0)
 	return err == nil || errors.Is(err, syscall.EPERM)
 }
+
+// OwnerGone reports whether the labels (Labels' of some test) name a
+// test process that no longer runs: what it left is anyone's to remove.
+func OwnerGone(labels map[string]string) bool {
+	pid, ok := labels[pidLabel]
+	return ok && !processAlive(pid)
+}
