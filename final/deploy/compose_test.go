@@ -83,6 +83,16 @@ func TestComposeFileIsValid(t *testing.T) {
 		require.Contains(t, out, fmt.Sprintf("advertised.listeners=PLAINTEXT://127.0.0.1:%d,INTERNAL://broker-%d:9093", port, i))
 	}
 	require.Contains(t, out, "- 127.0.0.1:19004:9090/tcp")
+
+	// The scale-out's file adds broker 3 the same way, and swaps
+	// Prometheus's configuration for one that scrapes four brokers.
+	out, err = compose(ctx, t, append(env, "BROKER3_PORT=19005"), "-f", "compose.broker-3.yaml", "config")
+	require.NoError(t, err)
+	require.Contains(t, out, "- 127.0.0.1:19005:9092/tcp")
+	require.Contains(t, out, "advertised.listeners=PLAINTEXT://127.0.0.1:19005,INTERNAL://broker-3:9093")
+	require.Contains(t, out, "broker.id=3")
+	require.Regexp(t, `prometheus\.broker-3\.yml:/etc/prometheus/prometheus\.yml:ro`, out)
+	require.NotContains(t, out, "/prometheus.yml:/etc/prometheus/prometheus.yml")
 }
 
 // cluster is a running Compose project of compose.yaml.
