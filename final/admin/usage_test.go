@@ -19,7 +19,8 @@ func TestHelpIsTheDocumentation(t *testing.T) {
 	}
 	for c, flags := range map[string][]string{
 		"topics": {"--list", "--describe", "--create", "--delete", "--alter", "--topic", "--partitions",
-			"--replication-factor", "--config", "--if-exists", "--if-not-exists", "--exclude-internal"},
+			"--replication-factor", "--config", "--if-exists", "--if-not-exists", "--exclude-internal",
+			"--under-replicated-partitions", "--unavailable-partitions"},
 		"groups": {"--list", "--describe", "--delete", "--reset-offsets", "--group", "--topic", "--all-topics",
 			"--to-earliest", "--to-latest", "--to-offset", "--shift-by", "--dry-run", "--execute", "--state", "--members"},
 		"configs": {"--describe", "--alter", "--entity-type", "--entity-name", "--entity-default", "--add-config",
@@ -66,6 +67,8 @@ func TestCommandLineMistakesExitOneWithAPointerToHelp(t *testing.T) {
 		{[]string{"configs", "--bootstrap-server", bs, "--alter", "--entity-type", "brokers", "--entity-name", "b0", "--add-config", "a=b"}, "a broker is named by its id"},
 		{[]string{"configs", "--bootstrap-server", bs, "--alter", "--entity-type", "users", "--entity-name", "u", "--add-config", "producer_byte_rate=1024"},
 			"SCRAM-SHA-256 and SCRAM-SHA-512 credentials only"},
+		{[]string{"topics", "--bootstrap-server", bs, "--list", "--under-replicated-partitions"}, "--under-replicated-partitions and --unavailable-partitions go with --describe"},
+		{[]string{"topics", "--bootstrap-server", bs, "--describe", "--under-replicated-partitions", "--unavailable-partitions"}, "not both"},
 		{[]string{"reassign", "--bootstrap-server", bs}, "exactly one of --cancel, --execute, --list, --verify is required"},
 		{[]string{"reassign", "--bootstrap-server", bs, "--execute", "--topic", "t"}, "--execute needs a plan: --topic and --replicas, or --reassignment-json-file"},
 		{[]string{"reassign", "--bootstrap-server", bs, "--verify", "--topic", "t", "--replicas", "0:1,2"}, `"0:1,2" is not partition=broker,broker,...`},
