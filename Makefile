@@ -14,7 +14,7 @@ MODULES := $(shell sed -n 's|^[[:space:]]*\./\([A-Za-z0-9_.-]*\).*|\1|p' go.work
 TESTFLAGS ?= -race -count=1 -timeout 15m
 BENCHFLAGS ?= -run '^$$' -benchmem -count=1
 
-.PHONY: help run run-stage03 cluster cluster-down test lint vet fmt bench fuzz images deps-test deps-kcat deps-images $(MODULES:%=test-%) \
+.PHONY: help run run-stage03 cluster cluster-down test lint vet fmt bench fuzz images deps-test deps-kcat deps-images deps-compose $(MODULES:%=test-%) \
 	stage01 stage02 stage03 stage04 stage05 stage06 final
 
 help:
@@ -62,11 +62,15 @@ cluster-down:
 test: deps-test lint $(MODULES:%=test-%)
 
 # What the tests need on the machine beyond Go: kcat from stage 02 on, the
-# container images from stage 05 on.
-deps-test: deps-kcat deps-images
+# container images from stage 05 on, docker-compose for the final Compose
+# file (final/deploy).
+deps-test: deps-kcat deps-images deps-compose
 
 deps-kcat:
 	@if [ -d stage02-reactor ]; then ./scripts/deps.sh kcat; fi
+
+deps-compose:
+	@if [ -d final/deploy ]; then ./scripts/deps.sh docker-compose; fi
 
 deps-images:
 	@if [ -d stage05-controller ]; then $(MAKE) --no-print-directory images; fi

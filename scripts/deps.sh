@@ -11,6 +11,7 @@ declare -A pkg=(
 	[kcat]=kcat
 	[debootstrap]=debootstrap
 	[docker]=docker.io
+	[docker-compose]=docker-compose
 )
 
 missing=()

@@ -24,6 +24,7 @@ Commands:
   topics    list, describe, create, delete topics and add partitions  (kafka-topics.sh)
   groups    list, describe, delete consumer groups and reset offsets (kafka-consumer-groups.sh)
   configs   describe and alter topic, broker and user (SCRAM) configs (kafka-configs.sh)
+  reassign  move partitions' replicas to other brokers, list the moves (kafka-reassign-partitions.sh)
   cluster   show the cluster id, the controller and the brokers
   help      show this text, or a command's: admin help topics
 
@@ -97,6 +98,7 @@ func lookup(name string) *command {
 		{"topics", topicsUsage, runTopics},
 		{"groups", groupsUsage, runGroups},
 		{"configs", configsUsage, runConfigs},
+		{"reassign", reassignUsage, runReassign},
 		{"cluster", clusterUsage, runCluster},
 	} {
 		if c.name == name {

@@ -1,5 +1,6 @@
 // Package admin is the workbook's admin command: kafka-topics.sh,
-// kafka-consumer-groups.sh and kafka-configs.sh in one binary, with
+// kafka-consumer-groups.sh, kafka-configs.sh and kafka-reassign-partitions.sh
+// in one binary, with
 // franz-go's kadm underneath. Every subcommand speaks Kafka's admin
 // protocol (CreateTopics, DescribeGroups, IncrementalAlterConfigs, ...)
 // to any cluster that serves it, this workbook's brokers or Kafka's own,

@@ -19,6 +19,7 @@ const topicsUsage = `admin topics: list, describe, create, delete topics and add
 Usage:
   admin topics --bootstrap-server host:port --list [--exclude-internal]
   admin topics --bootstrap-server host:port --describe [--topic name] [--exclude-internal]
+               [--under-replicated-partitions | --unavailable-partitions]
   admin topics --bootstrap-server host:port --create --topic name
                [--partitions n] [--replication-factor r] [--config key=value]... [--if-not-exists]
   admin topics --bootstrap-server host:port --delete --topic name [--if-exists]
@@ -47,6 +48,11 @@ Options:
   --if-not-exists             --create succeeds quietly if the topic exists
   --if-exists                 --delete and --alter succeed quietly if the topic does not exist
   --exclude-internal          leave out internal topics (__consumer_offsets)
+  --under-replicated-partitions
+                              --describe prints only the partitions whose ISR is
+                              smaller than their replicas, and no topic lines:
+                              nothing at all when every replica is in sync
+  --unavailable-partitions    --describe prints only the partitions without a leader
   --bootstrap-server, --command-config, --timeout: see 'admin help'
 
 Examples:
@@ -66,6 +72,9 @@ type topicsFlags struct {
 	replicationFactor                      int
 	configs                                keyValues
 	ifExists, ifNotExists, excludeInternal bool
+	// underReplicated and unavailable narrow --describe to the partitions
+	// in trouble, as kafka-topics' flags of the same names do.
+	underReplicated, unavailable bool
 }
 
 func runTopics(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -74,7 +83,8 @@ func runTopics(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	f.conn.register(fs)
 	actions := map[string]*bool{"list": &f.list, "describe": &f.describe, "create": &f.create, "delete": &f.del, "alter": &f.alter}
 	boolFlags(fs, actions)
-	boolFlags(fs, map[string]*bool{"if-exists": &f.ifExists, "if-not-exists": &f.ifNotExists, "exclude-internal": &f.excludeInternal})
+	boolFlags(fs, map[string]*bool{"if-exists": &f.ifExists, "if-not-exists": &f.ifNotExists, "exclude-internal": &f.excludeInternal,
+		"under-replicated-partitions": &f.underReplicated, "unavailable-partitions": &f.unavailable})
 	fs.StringVar(&f.topic, "topic", "", "")
 	fs.IntVar(&f.partitions, "partitions", -1, "")
 	fs.IntVar(&f.replicationFactor, "replication-factor", -1, "")
@@ -96,6 +106,10 @@ func runTopics(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return usagef("--config goes with --create (change a topic's configs with admin configs --alter)")
 	case f.list && f.topic != "":
 		return usagef("--list takes no --topic")
+	case (f.underReplicated || f.unavailable) && !f.describe:
+		return usagef("--under-replicated-partitions and --unavailable-partitions go with --describe")
+	case f.underReplicated && f.unavailable:
+		return usagef("give --under-replicated-partitions or --unavailable-partitions, not both")
 	}
 
 	s, ctx, err := f.conn.connect(ctx, stdout, stderr)
@@ -107,7 +121,7 @@ func runTopics(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	case f.list:
 		return s.listTopics(ctx, f.excludeInternal)
 	case f.describe:
-		return s.describeTopics(ctx, f.topic, f.excludeInternal)
+		return s.describeTopics(ctx, f)
 	case f.create:
 		return s.createTopic(ctx, f)
 	case f.del:
@@ -131,7 +145,8 @@ func (s *session) listTopics(ctx context.Context, excludeInternal bool) error {
 	return nil
 }
 
-func (s *session) describeTopics(ctx context.Context, topic string, excludeInternal bool) error {
+func (s *session) describeTopics(ctx context.Context, f topicsFlags) error {
+	topic, excludeInternal := f.topic, f.excludeInternal
 	var names []string
 	if topic != "" {
 		names = []string{topic}
@@ -153,6 +168,18 @@ func (s *session) describeTopics(ctx context.Context, topic string, excludeInter
 		}
 		list = append(list, t)
 	}
+	if f.underReplicated || f.unavailable {
+		// kafka-topics prints only the partition lines then, so that an
+		// empty output means nothing is wrong.
+		for _, t := range list {
+			for _, p := range t.Partitions.Sorted() {
+				if f.underReplicated && len(p.ISR) < len(p.Replicas) || f.unavailable && p.Leader < 0 {
+					s.printPartition(t.Topic, p)
+				}
+			}
+		}
+		return nil
+	}
 	configs, err := s.topicConfigs(ctx, list)
 	if err != nil {
 		return err
@@ -162,19 +189,24 @@ func (s *session) describeTopics(ctx context.Context, topic string, excludeInter
 		fmt.Fprintf(s.out, "Topic: %s\tTopicId: %s\tPartitionCount: %d\tReplicationFactor: %d\tConfigs: %s\n",
 			t.Topic, topicID(t.ID), len(parts), t.Partitions.NumReplicas(), configs[t.Topic])
 		for _, p := range parts {
-			leader := "none"
-			if p.Leader >= 0 {
-				leader = fmt.Sprint(p.Leader)
-			}
-			fmt.Fprintf(s.out, "\tTopic: %s\tPartition: %d\tLeader: %s\tReplicas: %s\tIsr: %s",
-				t.Topic, p.Partition, leader, joinIDs(p.Replicas), joinIDs(p.ISR))
-			if len(p.OfflineReplicas) > 0 {
-				fmt.Fprintf(s.out, "\tOffline: %s", joinIDs(p.OfflineReplicas))
-			}
-			fmt.Fprintln(s.out)
+			s.printPartition(t.Topic, p)
 		}
 	}
 	return nil
+}
+
+// printPartition prints a partition's line of --describe.
+func (s *session) printPartition(topic string, p kadm.PartitionDetail) {
+	leader := "none"
+	if p.Leader >= 0 {
+		leader = fmt.Sprint(p.Leader)
+	}
+	fmt.Fprintf(s.out, "\tTopic: %s\tPartition: %d\tLeader: %s\tReplicas: %s\tIsr: %s",
+		topic, p.Partition, leader, joinIDs(p.Replicas), joinIDs(p.ISR))
+	if len(p.OfflineReplicas) > 0 {
+		fmt.Fprintf(s.out, "\tOffline: %s", joinIDs(p.OfflineReplicas))
+	}
+	fmt.Fprintln(s.out)
 }
 
 // topicConfigs returns each topic's "Configs:" text: the entries whose

@@ -14,17 +14,19 @@ import (
 // command's text names each flag the command takes.
 func TestHelpIsTheDocumentation(t *testing.T) {
 	out := ok(t, "help")
-	for _, c := range []string{"topics", "groups", "configs", "cluster", "--bootstrap-server", "--command-config"} {
+	for _, c := range []string{"topics", "groups", "configs", "reassign", "cluster", "--bootstrap-server", "--command-config"} {
 		require.Contains(t, out, c)
 	}
 	for c, flags := range map[string][]string{
 		"topics": {"--list", "--describe", "--create", "--delete", "--alter", "--topic", "--partitions",
-			"--replication-factor", "--config", "--if-exists", "--if-not-exists", "--exclude-internal"},
+			"--replication-factor", "--config", "--if-exists", "--if-not-exists", "--exclude-internal",
+			"--under-replicated-partitions", "--unavailable-partitions"},
 		"groups": {"--list", "--describe", "--delete", "--reset-offsets", "--group", "--topic", "--all-topics",
 			"--to-earliest", "--to-latest", "--to-offset", "--shift-by", "--dry-run", "--execute", "--state", "--members"},
 		"configs": {"--describe", "--alter", "--entity-type", "--entity-name", "--entity-default", "--add-config",
 			"--delete-config", "--all", "--zookeeper"},
-		"cluster": {"--bootstrap-server"},
+		"reassign": {"--execute", "--verify", "--list", "--cancel", "--topic", "--replicas", "--reassignment-json-file"},
+		"cluster":  {"--bootstrap-server"},
 	} {
 		text := ok(t, "help", c)
 		require.Equal(t, text, ok(t, c, "-h"))
@@ -65,6 +67,16 @@ func TestCommandLineMistakesExitOneWithAPointerToHelp(t *testing.T) {
 		{[]string{"configs", "--bootstrap-server", bs, "--alter", "--entity-type", "brokers", "--entity-name", "b0", "--add-config", "a=b"}, "a broker is named by its id"},
 		{[]string{"configs", "--bootstrap-server", bs, "--alter", "--entity-type", "users", "--entity-name", "u", "--add-config", "producer_byte_rate=1024"},
 			"SCRAM-SHA-256 and SCRAM-SHA-512 credentials only"},
+		{[]string{"topics", "--bootstrap-server", bs, "--list", "--under-replicated-partitions"}, "--under-replicated-partitions and --unavailable-partitions go with --describe"},
+		{[]string{"topics", "--bootstrap-server", bs, "--describe", "--under-replicated-partitions", "--unavailable-partitions"}, "not both"},
+		{[]string{"reassign", "--bootstrap-server", bs}, "exactly one of --cancel, --execute, --list, --verify is required"},
+		{[]string{"reassign", "--bootstrap-server", bs, "--execute", "--topic", "t"}, "--execute needs a plan: --topic and --replicas, or --reassignment-json-file"},
+		{[]string{"reassign", "--bootstrap-server", bs, "--verify", "--topic", "t", "--replicas", "0:1,2"}, `"0:1,2" is not partition=broker,broker,...`},
+		{[]string{"reassign", "--bootstrap-server", bs, "--execute", "--topic", "t", "--replicas", "0=1,x"}, `"x" is not a broker id`},
+		{[]string{"reassign", "--bootstrap-server", bs, "--execute", "--topic", "t", "--replicas", "0=1,1"}, "partition t-0: the replicas 1,1 must be distinct broker ids"},
+		{[]string{"reassign", "--bootstrap-server", bs, "--execute", "--topic", "t", "--replicas", "0=1", "--replicas", "0=2"}, "partition t-0 is in the plan twice"},
+		{[]string{"reassign", "--bootstrap-server", bs, "--list", "--topic", "t"}, "--list takes no plan"},
+		{[]string{"reassign", "--bootstrap-server", bs, "--cancel", "--topic", "t", "--replicas", "0=1", "--reassignment-json-file", "p.json"}, "either as --reassignment-json-file or as --topic and --replicas"},
 		{[]string{"configs", "--zookeeper", "zk:2181", "--describe", "--entity-type", "users"}, "--zookeeper goes with --alter --entity-type users only"},
 	} {
 		r := run(t, tt.args...)
