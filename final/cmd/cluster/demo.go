@@ -72,7 +72,7 @@ func demo(ctx context.Context, o options, out io.Writer) (err error) {
 	if err != nil {
 		return fmt.Errorf("create %s: %w", demoTopic, err)
 	}
-	w := newWatcher(adm, out)
+	w := newWatcher(c, out)
 	// Settled asks every broker: each must see a leader and a full ISR.
 	settled := func() bool { ok, _ := c.Settled(ctx, demoTopic); return ok }
 	w.watch(ctx, 30*time.Second, settled)
@@ -236,42 +236,51 @@ func sleep(ctx context.Context, d time.Duration) bool {
 }
 
 // watcher follows the topic's leaders and ISRs and prints each change.
+// It asks every broker alone (a client's metadata may come from its own
+// cache, or from a broker the controller has not told yet) and believes,
+// for each partition, its leader's view: the leader is where an ISR
+// shrinks and expands.
 type watcher struct {
-	adm  *kadm.Client
+	c    *cluster.Cluster
 	out  io.Writer
-	last map[int32]kadm.PartitionDetail
+	last map[int32]cluster.Partition
 }
 
-func newWatcher(adm *kadm.Client, out io.Writer) *watcher {
-	return &watcher{adm: adm, out: out, last: map[int32]kadm.PartitionDetail{}}
+func newWatcher(c *cluster.Cluster, out io.Writer) *watcher {
+	return &watcher{c: c, out: out, last: map[int32]cluster.Partition{}}
 }
 
-// refresh reads the topic's partitions; it keeps the last view when the
-// cluster does not answer.
+// refresh reads the topic's partitions; it keeps the last view of a
+// partition no broker answers for.
 func (w *watcher) refresh(ctx context.Context) (changes []string) {
-	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
-	defer cancel()
-	md, err := w.adm.Metadata(ctx, demoTopic)
-	if err != nil {
-		return nil
+	views := w.c.Views(ctx, demoTopic)
+	current := map[int32]cluster.Partition{}
+	for _, v := range views { // the newest leader epoch any broker knows
+		for p, s := range v {
+			if cur, ok := current[p]; !ok || s.LeaderEpoch > cur.LeaderEpoch {
+				current[p] = s
+			}
+		}
 	}
-	for _, p := range md.Topics[demoTopic].Partitions {
-		p.ISR = sorted(p.ISR)
-		old, seen := w.last[p.Partition]
-		if p.Err != nil || p.Leader < 0 && seen {
-			continue
+	for p, s := range current { // and that leader's own view, if it answers
+		if lv, ok := views[int(s.Leader)]; ok && lv[p].LeaderEpoch == s.LeaderEpoch {
+			current[p] = lv[p]
 		}
-		if seen && old.Leader != p.Leader {
-			changes = append(changes, fmt.Sprintf("%s-%d: leader %d -> %d (epoch %d)", demoTopic, p.Partition, old.Leader, p.Leader, p.LeaderEpoch))
+	}
+	for _, p := range slices.Sorted(maps.Keys(current)) {
+		s := current[p]
+		old, seen := w.last[p]
+		if seen && old.Leader != s.Leader {
+			changes = append(changes, fmt.Sprintf("%s-%d: leader %d -> %d (epoch %d)", demoTopic, p, old.Leader, s.Leader, s.LeaderEpoch))
 		}
-		if seen && !slices.Equal(old.ISR, p.ISR) {
+		if seen && !slices.Equal(old.ISR, s.ISR) {
 			what := "shrinks"
-			if len(p.ISR) > len(old.ISR) {
+			if len(s.ISR) > len(old.ISR) {
 				what = "expands"
 			}
-			changes = append(changes, fmt.Sprintf("%s-%d: ISR %s %v -> %v", demoTopic, p.Partition, what, old.ISR, p.ISR))
+			changes = append(changes, fmt.Sprintf("%s-%d: ISR %s %v -> %v", demoTopic, p, what, old.ISR, s.ISR))
 		}
-		w.last[p.Partition] = p
+		w.last[p] = s
 	}
 	return changes
 }
