@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"time"
@@ -35,6 +36,10 @@ var cpuGroups = []string{"client", "brokers", "zookeeper", "docker-proxy", "othe
 // machine's kernel, as Docker's engine on Linux does.
 type cpuMeter struct {
 	pids map[string][]int // by group; "client" is this process
+	// off says why the meter does not meter, when it cannot read the
+	// processes (Docker Desktop's containers run in a VM, whose processes
+	// this machine's /proc does not show); nil when it does.
+	off error
 }
 
 // A cpuSample is the CPU times at one moment.
@@ -49,6 +54,10 @@ type cpuSample struct {
 func newCPUMeter(ctx context.Context, c *cluster.Cluster) (*cpuMeter, error) {
 	m := &cpuMeter{pids: map[string][]int{"client": {os.Getpid()}}}
 	if c == nil {
+		return m, nil
+	}
+	if runtime.GOOS != "linux" {
+		m.off = fmt.Errorf("the containers' processes are not this machine's on %s", runtime.GOOS)
 		return m, nil
 	}
 	cli, err := client.New(client.FromEnv, client.WithAPIVersionNegotiation())
@@ -70,7 +79,13 @@ func newCPUMeter(ctx context.Context, c *cluster.Cluster) (*cpuMeter, error) {
 		}
 	}
 	m.pids["docker-proxy"], err = pidsNamed("docker-proxy")
-	return m, err
+	if err != nil {
+		return nil, err
+	}
+	if _, err := m.sample(); err != nil {
+		m.off = err
+	}
+	return m, nil
 }
 
 // pidsNamed lists the processes whose command is name. Every
@@ -96,6 +111,9 @@ func pidsNamed(name string) ([]int, error) {
 // sample reads every group's CPU time and the machine's now.
 func (m *cpuMeter) sample() (cpuSample, error) {
 	s := cpuSample{at: time.Now(), used: map[string]time.Duration{}}
+	if m.off != nil {
+		return s, m.off
+	}
 	for group, pids := range m.pids {
 		for _, pid := range pids {
 			b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))

@@ -326,6 +326,10 @@ func (b *bench) addCPU(row string, u cpuUse) {
 // printCPU prints the CPU table: the cores each part kept busy, on
 // average over each measured window and over the rounds.
 func (b *bench) printCPU(out io.Writer) {
+	if b.meter.off != nil {
+		fmt.Fprintf(out, "\nCPU: not measured (%v)\n", b.meter.off)
+		return
+	}
 	fmt.Fprintf(out, "\nCPU during the measured windows: cores busy on average (this machine has %d), mean of the rounds\n", runtime.NumCPU())
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "run\t"+strings.Join(cpuGroups, "\t")+"\tidle\t")
