@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"maps"
 	"strconv"
 	"strings"
 	"time"
@@ -44,14 +45,16 @@ type producerClient interface {
 type ackFunc func(value []byte, err error)
 
 // newProducer starts the producer called name against servers, for
-// topic, with acks ("all" or "1").
-func newProducer(name string, servers []string, topic, acks string, onAck ackFunc) (producerClient, error) {
+// topic, with acks ("all" or "1"); ours takes extra, Kafka's producer
+// keys, over the rest.
+func newProducer(name string, servers []string, topic, acks string, extra map[string]string, onAck ackFunc) (producerClient, error) {
 	switch name {
 	case "ours", "ours-1MB":
 		props := map[string]string{"bootstrap.servers": strings.Join(servers, ","), "acks": acks}
 		if name == "ours-1MB" {
 			props["batch.size"] = strconv.Itoa(1 << 20)
 		}
+		maps.Copy(props, extra)
 		cfg, err := producer.ParseConfig(props)
 		if err != nil {
 			return nil, err

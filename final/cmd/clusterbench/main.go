@@ -8,18 +8,29 @@
 //     the producer takes records; with the course's producer
 //     (stage06-performance/producer) and with franz-go's. The aim is
 //     421,823 records/s, Kafka's 2014 figure for one producer with three-way
-//     synchronous replication on three 6-core machines. The same producer
-//     against a replication-factor-1 topic with acks=1, in the same
-//     cluster and the same run, is the baseline: the ratio is what
-//     replication costs here, free of what the machine was doing that day.
-//
+//     synchronous replication on three 6-core machines.
 //   - Latency: a producer at a fixed 10,000 records/s and a consumer in
 //     this process reading the same RF3 topic; from the moment a record is
 //     handed to the producer to the moment the consumer's poll returns
 //     it. The aim is a p99 of 5 ms.
 //
-//     clusterbench [--cluster NAME] [--rounds N] [--warmup 5s] [--duration 15s]
-//     [--partitions 6] [--record-size 100] [--rate 10000] [--only throughput|latency]
+// Each has a baseline measured in the same run on the same cluster: the
+// same clients on a replication-factor-1 topic with acks=1. Their ratio
+// is what replication costs here, and it holds better than either figure
+// from one run to the next on a shared machine.
+//
+// Usage:
+//
+//	clusterbench [flags]
+//	  --cluster NAME            measure a running cluster (else start and remove one, --name)
+//	  --rounds N                run every measurement N times, interleaved (1)
+//	  --warmup D, --duration D  each measurement's warm-up and measured window (5s, 15s)
+//	  --partitions N            partitions of each topic (6)
+//	  --record-size N           bytes of each record's value (100)
+//	  --rate R                  records per second of the latency runs (10000)
+//	  --only throughput|latency one kind of measurement
+//	  --baseline=false          skip the RF1 acks=1 baselines
+//	  --producer-prop key=value one of Kafka's producer keys for ours (repeatable)
 //
 // Without --cluster it starts a cluster of its own (named --name), and
 // removes it at the end, or at Ctrl-C; with --cluster it measures the
@@ -27,7 +38,8 @@
 // and leaves it up. Each measurement gets a new topic, deleted after it,
 // and a warm-up that is not measured. With --rounds N every measurement
 // runs N times, interleaved: the tables give the medians (throughput) or
-// the merged histograms (latency).
+// the merged histograms (latency). --producer-prop is there to try what
+// the tables suggest (linger.ms=5, max.in.flight.requests.per.connection=1).
 //
 // It prints three tables: throughput, latency, and where the CPU went
 // during each measured window (this process, the brokers, ZooKeeper,
@@ -86,11 +98,12 @@ type options struct {
 	size       int
 	rate       float64
 	only       string
-	baseline   bool // measure each setup's RF1 acks=1 baseline too
+	baseline   bool              // measure each setup's RF1 acks=1 baseline too
+	props      map[string]string // --producer-prop: Kafka keys for ours
 }
 
 func parseArgs(args []string) (options, error) {
-	var o options
+	o := options{props: map[string]string{}}
 	fs := flag.NewFlagSet("clusterbench", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.StringVar(&o.attach, "cluster", "", "measure the running cluster of this name (make cluster's is kafkaworkbook) instead of starting one")
@@ -106,6 +119,14 @@ func parseArgs(args []string) (options, error) {
 	fs.Float64Var(&o.rate, "rate", 10000, "records per second of the latency run")
 	fs.StringVar(&o.only, "only", "", "run only the throughput or the latency measurements")
 	fs.BoolVar(&o.baseline, "baseline", true, "measure the RF1 acks=1 baselines too (the ratios' denominators)")
+	fs.Func("producer-prop", "a Kafka producer key=value for ours and ours-1MB, over the defaults (repeat it)", func(kv string) error {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok {
+			return fmt.Errorf("%q is not key=value", kv)
+		}
+		o.props[k] = v
+		return nil
+	})
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
@@ -222,7 +243,9 @@ func (b *bench) throughputs(ctx context.Context, out io.Writer) error {
 				if err != nil {
 					return err
 				}
-				newP := func(ack ackFunc) (producerClient, error) { return newProducer(p, b.servers, topic, s.acks, ack) }
+				newP := func(ack ackFunc) (producerClient, error) {
+					return newProducer(p, b.servers, topic, s.acks, b.o.props, ack)
+				}
 				res, err := measureThroughput(ctx, newP, b.o.size, b.o.w, b.meter)
 				b.deleteTopic(topic)
 				if err != nil {
@@ -270,7 +293,9 @@ func (b *bench) latencies(ctx context.Context, out io.Writer) error {
 				if err != nil {
 					return err
 				}
-				newP := func(ack ackFunc) (producerClient, error) { return newProducer(p, b.servers, topic, s.acks, ack) }
+				newP := func(ack ackFunc) (producerClient, error) {
+					return newProducer(p, b.servers, topic, s.acks, b.o.props, ack)
+				}
 				newC := func() (consumerClient, error) { return newConsumer(ctx, p, b.servers, topic, b.o.partitions) }
 				res, err := measureLatency(ctx, newP, newC, b.o.size, b.o.rate, b.o.w, b.meter)
 				b.deleteTopic(topic)

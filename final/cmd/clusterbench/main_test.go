@@ -28,7 +28,7 @@ func TestThroughputCountsOnlyTheWindow(t *testing.T) {
 			servers := fakeCluster(t, "t")
 			meter, err := newCPUMeter(context.Background(), nil)
 			require.NoError(t, err)
-			newP := func(ack ackFunc) (producerClient, error) { return newProducer(p, servers, "t", "all", ack) }
+			newP := func(ack ackFunc) (producerClient, error) { return newProducer(p, servers, "t", "all", nil, ack) }
 			res, err := measureThroughput(context.Background(), newP, 100, window{warmup: 200 * time.Millisecond, length: 500 * time.Millisecond}, meter)
 			require.NoError(t, err)
 			require.Positive(t, res.records)
@@ -49,7 +49,7 @@ func TestLatencyReadsBackEveryAcknowledgedRecord(t *testing.T) {
 			meter, err := newCPUMeter(context.Background(), nil)
 			require.NoError(t, err)
 			ctx := context.Background()
-			newP := func(ack ackFunc) (producerClient, error) { return newProducer(p, servers, "t", "all", ack) }
+			newP := func(ack ackFunc) (producerClient, error) { return newProducer(p, servers, "t", "all", nil, ack) }
 			newC := func() (consumerClient, error) { return newConsumer(ctx, p, servers, "t", 6) }
 			res, err := measureLatency(ctx, newP, newC, 100, 2000, window{warmup: 300 * time.Millisecond, length: time.Second}, meter)
 			require.NoError(t, err)
@@ -88,8 +88,11 @@ func TestProcStat(t *testing.T) {
 func TestFlags(t *testing.T) {
 	o, err := parseArgs(nil)
 	require.NoError(t, err)
-	require.Equal(t, options{name: "clusterbench", rounds: 1, w: window{5 * time.Second, 15 * time.Second}, partitions: 6, size: 100, rate: 10000, baseline: true}, o)
-	for _, bad := range [][]string{{"--record-size", "8"}, {"--rounds", "0"}, {"--only", "both"}, {"extra"}} {
+	require.Equal(t, options{name: "clusterbench", rounds: 1, w: window{5 * time.Second, 15 * time.Second}, partitions: 6, size: 100, rate: 10000, baseline: true, props: map[string]string{}}, o)
+	o, err = parseArgs([]string{"--producer-prop", "linger.ms=5", "--producer-prop", "max.in.flight.requests.per.connection=1"})
+	require.NoError(t, err)
+	require.Equal(t, map[string]string{"linger.ms": "5", "max.in.flight.requests.per.connection": "1"}, o.props)
+	for _, bad := range [][]string{{"--record-size", "8"}, {"--producer-prop", "linger.ms"}, {"--rounds", "0"}, {"--only", "both"}, {"extra"}} {
 		_, err := parseArgs(bad)
 		require.Error(t, err, fmt.Sprint(bad))
 	}
