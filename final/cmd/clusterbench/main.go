@@ -23,6 +23,7 @@
 //
 //	clusterbench [flags]
 //	  --cluster NAME            measure a running cluster (else start and remove one, --name)
+//	  --down                    remove the cluster --name names (a killed run's) and exit
 //	  --rounds N                run every measurement N times, interleaved (1)
 //	  --warmup D, --duration D  each measurement's warm-up and measured window (5s, 15s)
 //	  --partitions N            partitions of each topic (6)
@@ -92,6 +93,7 @@ func main() {
 type options struct {
 	attach     string // --cluster: measure this running cluster
 	name       string // --name: the cluster to start otherwise
+	down       bool   // --down: remove the cluster called name, and stop
 	rounds     int
 	w          window
 	partitions int
@@ -108,6 +110,7 @@ func parseArgs(args []string) (options, error) {
 	fs.SetOutput(stderr)
 	fs.StringVar(&o.attach, "cluster", "", "measure the running cluster of this name (make cluster's is kafkaworkbook) instead of starting one")
 	fs.StringVar(&o.name, "name", "clusterbench", "the name of the cluster to start and remove")
+	fs.BoolVar(&o.down, "down", false, "remove the cluster called --name (left by a killed run) and exit")
 	fs.IntVar(&o.rounds, "rounds", 1, "run every measurement this many times, interleaved")
 	fs.DurationVar(&o.w.warmup, "warmup", 5*time.Second, "each measurement's warm-up, not measured")
 	fs.DurationVar(&o.w.length, "duration", 15*time.Second, "each measurement's measured window")
@@ -166,6 +169,9 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	if err != nil {
 		return err
 	}
+	if o.down {
+		return cluster.Down(ctx, o.name)
+	}
 	var c *cluster.Cluster
 	if o.attach != "" {
 		if c, err = cluster.Attach(ctx, o.attach); err != nil {
@@ -174,6 +180,10 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	} else {
 		fmt.Fprintf(stderr, "starting cluster %s (3 ZooKeeper, 3 brokers)\n", o.name)
 		c, err = cluster.Up(ctx, cluster.Config{Name: o.name})
+		if errors.Is(err, cluster.ErrExists) {
+			// Not ours to remove: another clusterbench may be measuring it.
+			return fmt.Errorf("%w; if no other clusterbench runs, `clusterbench --down` removes it", err)
+		}
 		// Down runs even when Up failed half-way or the run was
 		// interrupted: Up removes what it started only on its own
 		// errors, not on a cancelled context after it returned.
@@ -192,7 +202,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		return err
 	}
 	defer b.adm.Close()
-	printMachine(out, c, o)
+	printMachine(out, c)
 	if o.only != "latency" {
 		if err := b.throughputs(ctx, out); err != nil {
 			return err
@@ -441,7 +451,7 @@ func (b *bench) deleteTopic(topic string) {
 
 // printMachine says what was measured where: the figures mean little
 // without it.
-func printMachine(out io.Writer, c *cluster.Cluster, o options) {
+func printMachine(out io.Writer, c *cluster.Cluster) {
 	fmt.Fprintf(out, "clusterbench %s\n", strings.Join(os.Args[1:], " "))
 	fmt.Fprintf(out, "date: %s\n", time.Now().UTC().Format("2006-01-02 15:04 MST"))
 	fmt.Fprintf(out, "machine: %d CPUs (%s), %s; %s\n", runtime.NumCPU(), cpuModel(), loadAverage(), runtime.Version())

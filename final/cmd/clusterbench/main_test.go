@@ -53,8 +53,11 @@ func TestLatencyReadsBackEveryAcknowledgedRecord(t *testing.T) {
 			newC := func() (consumerClient, error) { return newConsumer(ctx, p, servers, "t", 6) }
 			res, err := measureLatency(ctx, newP, newC, 100, 2000, window{warmup: 300 * time.Millisecond, length: time.Second}, meter)
 			require.NoError(t, err)
-			require.InDelta(t, 2000, res.rate, 200)
-			require.InDelta(t, 2000, res.acked, 250)
+			// Within a fifth: a loop that falls behind (the race
+			// detector, a loaded machine) catches up inside the short
+			// window; an unpaced loop would send tens of thousands.
+			require.InDelta(t, 2000, res.rate, 400)
+			require.InDelta(t, 2000, res.acked, 500)
 			require.Equal(t, res.acked, res.consumed)
 			require.Equal(t, res.acked, res.e2e.Count())
 			require.Equal(t, res.acked, res.ack.Count())

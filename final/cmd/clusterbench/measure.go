@@ -30,8 +30,9 @@ type throughput struct {
 
 func (t throughput) perSec() float64 { return float64(t.records) / t.elapsed.Seconds() }
 
-// measureThroughput produces size-byte records to topic as fast as the
-// producer takes them, for w's warm-up and then its length, and counts
+// measureThroughput produces size-byte records with the producer newP
+// makes, as fast as it takes them, for w's warm-up and then its length,
+// and counts
 // the records acknowledged inside the window. One goroutine calls
 // produce in a loop, as kafka-producer-perf-test's does with
 // --throughput -1: the producer's buffer (buffer.memory, or kgo's
@@ -120,9 +121,9 @@ type latency struct {
 	cpu        cpuUse
 }
 
-// measureLatency sends size-byte records to topic at rate records per
-// second for w's warm-up and length while a consumer in this process
-// reads every partition, and measures each record sent inside the window
+// measureLatency sends size-byte records with the producer newP makes,
+// at rate records per second for w's warm-up and length, while the
+// consumer newC makes reads every partition, and measures each record sent inside the window
 // from the moment it was handed to the producer: to its
 // acknowledgement, and to the consumer's poll returning it. Both ends
 // read the same clock, so the record carries its send time in its first
