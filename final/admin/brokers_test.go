@@ -90,3 +90,38 @@ func TestTopicsAndGroupsOnTheWorkbooksBrokers(t *testing.T) {
 	require.Regexp(t, `^Cluster ID: \S+\nController: 127\.0\.0\.1:\d+ \(id: \d rack: null\)\nBrokers:\n`+
 		`(  127\.0\.0\.1:\d+ \(id: \d rack: null\)\n){3}$`, out)
 }
+
+// TestDescribeUnderReplicatedPartitionsWhileABrokerIsDown: with one of
+// three brokers stopped, --describe --under-replicated-partitions prints
+// exactly the partitions whose ISR lost it (partition lines only, as
+// kafka-topics does), --unavailable-partitions prints nothing since each
+// has a leader, and once the broker is back and caught up both print
+// nothing: the check a rolling restart waits on.
+func TestDescribeUnderReplicatedPartitionsWhileABrokerIsDown(t *testing.T) {
+	ens := zktest.StartEnsemble(t, 1)
+	c := brokertest.Start(t, ens, 3, nil)
+	bs := strings.Join(c.Addrs()[:2], ",")
+	ok(t, "topics", "--bootstrap-server", bs, "--create", "--topic", "orders", "--partitions", "3", "--replication-factor", "3")
+	produce(t, bs, "orders", 3, 5)
+	describe := func(flag string) string {
+		return ok(t, "topics", "--bootstrap-server", bs, "--describe", "--topic", "orders", flag)
+	}
+	require.Eventually(t, func() bool { return describe("--under-replicated-partitions") == "" },
+		30*time.Second, 200*time.Millisecond, "every replica in sync")
+
+	c.Broker(2).Stop(30 * time.Second)
+	want := regexp.MustCompile(`^(\tTopic: orders\tPartition: \d\tLeader: [01]\tReplicas: \d,\d,\d\tIsr: [01],[01]\n){3}$`)
+	var last string
+	require.Eventually(t, func() bool {
+		last = describe("--under-replicated-partitions")
+		return want.MatchString(last)
+	}, 30*time.Second, 200*time.Millisecond, "all three partitions lost broker 2 from their ISR")
+	require.Empty(t, describe("--unavailable-partitions"), "every partition still has a leader")
+
+	c.Broker(2).Start()
+	require.Eventually(t, func() bool {
+		last = describe("--under-replicated-partitions")
+		return last == ""
+	}, 60*time.Second, 200*time.Millisecond, "broker 2 back in every ISR")
+	t.Logf("last --under-replicated-partitions: %q", last)
+}
