@@ -14,7 +14,7 @@ MODULES := $(shell sed -n 's|^[[:space:]]*\./\([A-Za-z0-9_.-]*\).*|\1|p' go.work
 TESTFLAGS ?= -race -count=1 -timeout 15m
 BENCHFLAGS ?= -run '^$$' -benchmem -count=1
 
-.PHONY: help run test lint vet fmt bench fuzz images deps-test deps-kcat deps-images $(MODULES:%=test-%) \
+.PHONY: help run test lint vet fmt bench fuzz faults images deps-test deps-kcat deps-images $(MODULES:%=test-%) \
 	stage01 stage02 stage03 stage04 stage05 stage06 final
 
 help:
@@ -25,6 +25,7 @@ help:
 	@echo "make lint      gofmt and go vet over every module (for Linux and macOS)"
 	@echo "make bench     every stage's benchmarks"
 	@echo "make fuzz      run each fuzz target for FUZZTIME (default 2m)"
+	@echo "make faults    the long randomized fault suite (SEED=, FAULTS= or DURATION=, KINDS=)"
 	@echo "make images    build the container images (ZooKeeper, brokers)"
 
 # Three brokers on 127.0.0.1:19092-19094 and the stage 03 controller: produce,
@@ -98,6 +99,19 @@ fuzz:
 			done; \
 		done; \
 	done
+
+# The fault suite's long run (final/faults): faults drawn at random with
+# SEED (a new one, printed, when empty), FAULTS of them or as many as fit
+# in DURATION (default 10m), from KINDS (comma-separated; default all).
+# The report is printed and saved to final/faults/report-<seed>.md, or
+# FAULTS_REPORT. `make test` runs only the short, fixed version.
+SEED ?=
+FAULTS ?=
+DURATION ?=
+KINDS ?=
+faults: deps-images
+	cd final && FAULTS_LONG=1 FAULTS_SEED=$(SEED) FAULTS_COUNT=$(FAULTS) FAULTS_DURATION=$(DURATION) FAULTS_KINDS=$(KINDS) \
+		$(GO) test -race -count=1 -timeout 3h -v -run '^TestFaultsRandom$$' ./faults
 
 images:
 	./scripts/images.sh

@@ -92,6 +92,9 @@ type Verdict struct {
 	Lost       []string // acknowledged, not read back
 	Moved      []string // acknowledged at one offset, read at another
 	Duplicated []string // read more than once
+	// Copies are the places of the first duplicated records (a few), for
+	// the report to show the batches that hold them.
+	Copies     [][2]Ack
 	OutOfOrder []string // a producer's records in a partition not in its order
 	Unacked    int      // read back but never acknowledged (a write whose answer was lost: allowed)
 }
@@ -115,6 +118,9 @@ func CheckLedger(ledger map[string]Ack, read map[int32][]Read) Verdict {
 			v.Read++
 			if prev, dup := at[r.Value]; dup {
 				v.Duplicated = append(v.Duplicated, fmt.Sprintf("%s at %d-%d and %d-%d", r.Value, prev.Partition, prev.Offset, p, r.Offset))
+				if len(v.Copies) < 3 {
+					v.Copies = append(v.Copies, [2]Ack{prev, {Partition: p, Offset: r.Offset}})
+				}
 			}
 			at[r.Value] = Ack{Partition: p, Offset: r.Offset}
 			if _, ok := ledger[r.Value]; !ok {

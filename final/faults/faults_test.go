@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -20,6 +21,8 @@ import (
 // ends; the brokers' last lines are printed first if t failed. The
 // containers carry zktest's labels (the test's name, the process's id), so
 // that the next harness removes them if this process dies first.
+// The brokers' whole logs are saved under $TMPDIR/<cluster name> first
+// if t failed.
 func startCluster(t *testing.T, ctx context.Context) *cluster.Cluster {
 	t.Helper()
 	name := fmt.Sprintf("faults-%d", time.Now().UnixNano()%1e9)
@@ -29,14 +32,23 @@ func startCluster(t *testing.T, ctx context.Context) *cluster.Cluster {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 		defer cancel()
 		if t.Failed() {
+			dir := filepath.Join(os.TempDir(), name)
+			os.MkdirAll(dir, 0o755)
 			for _, b := range c.Brokers() {
-				logs, err := c.Logs(ctx, b.Name, 40)
-				t.Logf("---- last lines of %s (%v)\n%s", b.Name, err, logs)
+				logs, err := c.Logs(ctx, b.Name, 1_000_000)
+				os.WriteFile(filepath.Join(dir, b.Name+".log"), []byte(logs), 0o644)
+				t.Logf("---- the end of %s's log (%v; all of it in %s)\n%s", b.Name, err, dir, tail(logs, 30))
 			}
 		}
 		require.NoError(t, cluster.Down(ctx, name))
 	})
 	return c
+}
+
+// tail is the last n lines of s.
+func tail(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	return strings.Join(lines[max(0, len(lines)-n):], "\n")
 }
 
 // finish prints the report, saves it to path (if any), and fails t on

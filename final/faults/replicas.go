@@ -29,6 +29,18 @@ const brokerLogDir = "/var/lib/kafka/data"
 type BatchDigest struct {
 	BaseOffset, LastOffset int64
 	Sum                    [sha256.Size]byte
+	// From the header, to explain a finding: who wrote the batch, under
+	// which leader.
+	LeaderEpoch   int32
+	ProducerID    int64
+	ProducerEpoch int16
+	BaseSequence  int32
+}
+
+// String describes the batch as dumplog does.
+func (d BatchDigest) String() string {
+	return fmt.Sprintf("batch %d-%d (partitionLeaderEpoch %d, producerId %d, producerEpoch %d, baseSequence %d)",
+		d.BaseOffset, d.LastOffset, d.LeaderEpoch, d.ProducerID, d.ProducerEpoch, d.BaseSequence)
 }
 
 // ReplicaLog reads the batches of partition topic-p in broker b's log
@@ -118,7 +130,8 @@ func appendDigests(out []BatchDigest, r io.Reader) ([]BatchDigest, error) {
 		if err != nil {
 			return out, nil
 		}
-		out = append(out, BatchDigest{BaseOffset: h.BaseOffset, LastOffset: h.LastOffset(), Sum: sha256.Sum256(batch)})
+		out = append(out, BatchDigest{BaseOffset: h.BaseOffset, LastOffset: h.LastOffset(), Sum: sha256.Sum256(batch),
+			LeaderEpoch: h.PartitionLeaderEpoch, ProducerID: h.ProducerID, ProducerEpoch: h.ProducerEpoch, BaseSequence: h.BaseSequence})
 	}
 }
 

@@ -25,10 +25,18 @@ type Report struct {
 	Sent          int64          // records handed to the producers
 	FailedRecords int64          // records whose produce failed for good (not acknowledged)
 	Failures      map[string]int // failed records by error
+	// Resets counts the producer clients' producer id resets (an epoch
+	// bumped and sequences restarted after a broker's OUT_OF_ORDER_SEQUENCE
+	// or UNKNOWN_PRODUCER_ID): after one, a retried record can be written
+	// twice.
+	Resets int64
 	Verdict       Verdict        // the ledger against the read-back
 
 	GroupMissing     int // acknowledged records the group never delivered
 	GroupRedelivered int // deliveries beyond the first (allowed: at least once)
+
+	// Explain shows the batches that hold a few duplicated records.
+	Explain []string
 
 	Replicas []ReplicaComparison
 
@@ -119,6 +127,10 @@ func (r *Report) WriteTo(w io.Writer) (int64, error) {
 			fmt.Fprintf(&b, "- %s: %s\n", list.name, s)
 		}
 	}
+	for _, e := range r.Explain {
+		fmt.Fprintf(&b, "- copies: %s\n", e)
+	}
+	fmt.Fprintf(&b, "\nProducer id resets logged by the producers: %d.\n", r.Resets)
 	fmt.Fprintf(&b, "Consumer group: %d acknowledged records never delivered; %d redeliveries (at least once across rebalances).\n",
 		r.GroupMissing, r.GroupRedelivered)
 

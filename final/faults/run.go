@@ -167,7 +167,7 @@ func Run(ctx context.Context, c *cluster.Cluster, cfg Config) (*Report, error) {
 	<-progressDone
 	rep.Duration = w.Since()
 	rep.Failures = w.Failures()
-	rep.Sent, rep.FailedRecords = w.sent.Load(), w.failed.Load()
+	rep.Sent, rep.FailedRecords, rep.Resets = w.sent.Load(), w.failed.Load(), w.resets.Load()
 
 	if err := Healthy(ctx, c, 2*time.Minute); err != nil {
 		rep.fail("after the last fault: %v", err)
@@ -180,6 +180,9 @@ func Run(ctx context.Context, c *cluster.Cluster, cfg Config) (*Report, error) {
 	rep.Verdict = CheckLedger(ledger, read)
 	if !rep.Verdict.OK() {
 		rep.fail("ledger: %d lost, %d moved, %d duplicated, %d out of order", len(rep.Verdict.Lost), len(rep.Verdict.Moved), len(rep.Verdict.Duplicated), len(rep.Verdict.OutOfOrder))
+	}
+	for _, pair := range rep.Verdict.Copies {
+		rep.Explain = append(rep.Explain, explainCopies(ctx, c, adm, cfg.Topic, pair))
 	}
 	logf("read back %d records: %d acked, %d lost, %d duplicated, %d out of order", rep.Verdict.Read, rep.Verdict.Acked, len(rep.Verdict.Lost), len(rep.Verdict.Duplicated), len(rep.Verdict.OutOfOrder))
 
@@ -232,6 +235,32 @@ func compareAll(ctx context.Context, c *cluster.Cluster, adm *kadm.Client, topic
 		out = append(out, rc)
 	}
 	return out, nil
+}
+
+// explainCopies describes the batches holding two copies of a record, in
+// the partition leader's log: their producer ids, epochs and sequences
+// say whether the producer sent it twice as new (a new producer id or
+// epoch) or the broker took a retry as new (the same ones).
+func explainCopies(ctx context.Context, c *cluster.Cluster, adm *kadm.Client, topic string, pair [2]Ack) string {
+	p := pair[0].Partition
+	md, err := adm.Metadata(ctx, topic)
+	if err != nil {
+		return err.Error()
+	}
+	leader := md.Topics[topic].Partitions[p].Leader
+	ds, err := ReplicaLog(ctx, c, c.Broker(int(leader)), topic, p)
+	if err != nil {
+		return err.Error()
+	}
+	var found []string
+	for _, a := range pair {
+		for _, d := range ds {
+			if d.BaseOffset <= a.Offset && a.Offset <= d.LastOffset {
+				found = append(found, fmt.Sprintf("offset %d in %v", a.Offset, d))
+			}
+		}
+	}
+	return fmt.Sprintf("%s-%d on broker %d: %s", topic, p, leader, strings.Join(found, "; "))
 }
 
 // ParseKinds parses a comma-separated list of fault kinds.

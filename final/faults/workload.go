@@ -55,6 +55,7 @@ type Workload struct {
 	acked   atomic.Int64 // acknowledged
 	failed  atomic.Int64 // failed for good (never counted as acked)
 	pending atomic.Int64 // handed over, not yet answered
+	resets  atomic.Int64 // producer id resets the clients logged
 
 	mu sync.Mutex
 	// ledger holds every acknowledged record, by value. Protected by mu.
@@ -143,7 +144,8 @@ func StartWorkload(ctx context.Context, c *cluster.Cluster, cfg WorkloadConfig) 
 		go w.consume(ctx, cl)
 	}
 	for i := range cfg.Producers {
-		cl, err := c.Client(append(producerOpts(cfg.Topic), kgo.ClientID(fmt.Sprintf("faults-producer-%d", i)))...)
+		cl, err := c.Client(append(producerOpts(cfg.Topic), kgo.ClientID(fmt.Sprintf("faults-producer-%d", i)),
+			kgo.WithLogger(&producerLog{w: w, id: i}))...)
 		if err != nil {
 			w.Close()
 			return nil, err
@@ -153,6 +155,27 @@ func StartWorkload(ctx context.Context, c *cluster.Cluster, cfg WorkloadConfig) 
 		go w.produce(ctx, cl, i)
 	}
 	return w, nil
+}
+
+// producerLog passes on what a producer client says about its producer id
+// and sequence numbers: a reset (a new epoch, sequences from 0) is the one
+// moment an idempotent producer may write a record twice, and the broker's
+// error that caused it says why.
+type producerLog struct {
+	w  *Workload
+	id int
+}
+
+func (l *producerLog) Level() kgo.LogLevel { return kgo.LogLevelInfo }
+
+func (l *producerLog) Log(level kgo.LogLevel, msg string, keyvals ...any) {
+	if level > kgo.LogLevelWarn && !strings.Contains(msg, "producer ID") && !strings.Contains(msg, "sequence") {
+		return
+	}
+	if strings.Contains(msg, "producer ID") || strings.Contains(msg, "sequence") {
+		l.w.resets.Add(1)
+	}
+	l.w.logf("producer %d (franz-go, %s): %s %v", l.id, level, msg, keyvals)
 }
 
 // produce writes producer id's records at its rate, cycling through the
