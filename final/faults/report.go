@@ -29,8 +29,8 @@ type Report struct {
 	// bumped and sequences restarted after a broker's OUT_OF_ORDER_SEQUENCE
 	// or UNKNOWN_PRODUCER_ID): after one, a retried record can be written
 	// twice.
-	Resets int64
-	Verdict       Verdict        // the ledger against the read-back
+	Resets  int64
+	Verdict Verdict // the ledger against the read-back
 
 	GroupMissing     int // acknowledged records the group never delivered
 	GroupRedelivered int // deliveries beyond the first (allowed: at least once)
