@@ -69,8 +69,9 @@ func finish(t *testing.T, rep *faults.Report, path string) {
 
 // TestFaultsShort: under acks=all producers and a consumer group, a
 // partition leader killed with kill -9, a leader cut from its followers,
-// a follower frozen past its ZooKeeper session, a ZooKeeper server killed
-// and a controller killed, one after another, each healed: nothing
+// a follower frozen past its ZooKeeper session, a ZooKeeper server
+// killed, the controller killed and a leader frozen past its session, one
+// after another, each healed: nothing
 // acknowledged is lost, duplicated or reordered, the group delivers every
 // acknowledged record, and every replica holds the same batches.
 func TestFaultsShort(t *testing.T) {
@@ -78,9 +79,10 @@ func TestFaultsShort(t *testing.T) {
 	defer cancel()
 	c := startCluster(t, ctx)
 	rep, err := faults.Run(ctx, c, faults.Config{
-		Faults: []faults.Kind{faults.LeaderKill, faults.LeaderCut, faults.FollowerPause, faults.ZooKeeperKill, faults.ControllerKill},
-		Seed:   1,
-		Logf:   t.Logf,
+		Faults: []faults.Kind{faults.LeaderKill, faults.LeaderCut, faults.FollowerPause, faults.ZooKeeperKill,
+			faults.ControllerKill, faults.LeaderPause},
+		Seed: 1,
+		Logf: t.Logf,
 	})
 	require.NoError(t, err)
 	rep.Command = "make test-final (TestFaultsShort)"

@@ -169,13 +169,15 @@ type producerLog struct {
 func (l *producerLog) Level() kgo.LogLevel { return kgo.LogLevelInfo }
 
 func (l *producerLog) Log(level kgo.LogLevel, msg string, keyvals ...any) {
-	if level > kgo.LogLevelWarn && !strings.Contains(msg, "producer ID") && !strings.Contains(msg, "sequence") {
+	// Only what concerns the producer id: connection errors during a
+	// fault are expected, and retried.
+	if !strings.Contains(msg, "producer ID") && !strings.Contains(msg, "sequence") {
 		return
 	}
-	if strings.Contains(msg, "producer ID") || strings.Contains(msg, "sequence") {
+	if strings.Contains(msg, "resetting") {
 		l.w.resets.Add(1)
 	}
-	l.w.logf("producer %d (franz-go, %s): %s %v", l.id, level, msg, keyvals)
+	l.w.logf("producer %d (franz-go): %s %v", l.id, msg, keyvals)
 }
 
 // produce writes producer id's records at its rate, cycling through the
