@@ -85,7 +85,7 @@ func TestFaultsShort(t *testing.T) {
 		Logf: t.Logf,
 	})
 	require.NoError(t, err)
-	rep.Command = "make test-final (TestFaultsShort)"
+	rep.Command = "cd final && go test -race -count=1 -run TestFaultsShort -v ./faults"
 	finish(t, rep, os.Getenv("FAULTS_REPORT"))
 }
 
