@@ -100,8 +100,9 @@
 // timings are the machine's.
 //
 // A failed produce is counted and shown by its error. franz-go fails the
-// records it has buffered when it cannot get a producer id, and a stopped
-// broker's published port still accepts connections (Docker's proxy) and
-// closes them at once, which franz-go reads as a TLS mismatch: a few
-// failed records after a kill are that, not a lost acknowledgement.
+// records it has buffered when it cannot get a producer id, and the
+// published port of a broker starting again accepts connections (Docker's
+// proxy) before the broker listens, then closes them at once, which
+// franz-go reads as a TLS mismatch and does not retry: a few failed
+// records around a restart are that, not a lost acknowledgement.
 package faults
