@@ -86,7 +86,10 @@ func (c *Controller) controlledShutdown(id int32, brokerEpoch int64) ([]commitlo
 		case s.Leader != id && slices.Contains(s.ISR, id):
 			// A follower: it leaves the ISR and stops fetching (Kafka's
 			// OfflineReplica for a replica of a shutting-down broker).
-			next.PartitionState = withoutReplicas(s.PartitionState, func(r int32) bool { return r == id })
+			// From next, not s: next carries the bumped leader epoch, which
+			// makes the leader take the new ISR (a LeaderAndIsr at its
+			// current epoch is ignored).
+			next.PartitionState = withoutReplicas(next.PartitionState, func(r int32) bool { return r == id })
 			cs.machines.replicaTo(Replica{tp, id}, OfflineReplica)
 			followed.addStopReplica(id, tp, false)
 			shrinks[tp] = next
