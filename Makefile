@@ -14,7 +14,7 @@ MODULES := $(shell sed -n 's|^[[:space:]]*\./\([A-Za-z0-9_.-]*\).*|\1|p' go.work
 TESTFLAGS ?= -race -count=1 -timeout 15m
 BENCHFLAGS ?= -run '^$$' -benchmem -count=1
 
-.PHONY: help run run-stage03 cluster cluster-down test lint vet fmt bench bench-cluster fuzz images deps-test deps-kcat deps-images deps-compose $(MODULES:%=test-%) \
+.PHONY: help run run-stage03 cluster cluster-down test lint vet fmt bench bench-cluster fuzz faults images deps-test deps-kcat deps-images deps-compose $(MODULES:%=test-%) \
 	stage01 stage02 stage03 stage04 stage05 stage06 final
 
 help:
@@ -28,6 +28,7 @@ help:
 	@echo "make bench     every stage's benchmarks"
 	@echo "make bench-cluster  the final cluster's speed in containers: throughput and latency (about 15 min)"
 	@echo "make fuzz      run each fuzz target for FUZZTIME (default 2m)"
+	@echo "make faults    the long randomized fault suite (SEED=, FAULTS= or DURATION=, KINDS=)"
 	@echo "make images    build the container images (ZooKeeper, brokers)"
 
 # The final cluster in containers (final/cmd/cluster demo): 3 ZooKeeper
@@ -76,8 +77,11 @@ deps-compose:
 deps-images:
 	@if [ -d stage05-controller ]; then $(MAKE) --no-print-directory images; fi
 
+# final's packages run one at a time: several of them start a cluster of
+# containers (three ZooKeeper JVMs and three brokers), and two at once on a
+# 2-core machine turn timeouts into flakes.
 $(MODULES:%=test-%): test-%:
-	cd $* && $(GO) test $(TESTFLAGS) ./...
+	cd $* && $(GO) test $(TESTFLAGS) $(if $(filter final,$*),-p 1) ./...
 
 stage01: stage-stage01-log
 stage02: deps-kcat stage-stage02-reactor
@@ -140,6 +144,19 @@ fuzz:
 			done; \
 		done; \
 	done
+
+# The fault suite's long run (final/faults): faults drawn at random with
+# SEED (a new one, printed, when empty), FAULTS of them or as many as fit
+# in DURATION (default 10m), from KINDS (comma-separated; default all).
+# The report is printed and saved to final/faults/report-<seed>.md, or
+# FAULTS_REPORT. `make test` runs only the short, fixed version.
+SEED ?=
+FAULTS ?=
+DURATION ?=
+KINDS ?=
+faults: deps-images
+	cd final && FAULTS_LONG=1 FAULTS_SEED=$(SEED) FAULTS_COUNT=$(FAULTS) FAULTS_DURATION=$(DURATION) FAULTS_KINDS=$(KINDS) \
+		$(GO) test -race -count=1 -timeout 3h -v -run '^TestFaultsRandom$$' ./faults
 
 images:
 	./scripts/images.sh
