@@ -350,6 +350,12 @@ func (c *Controller) brokerChange() {
 			c.channels.remove(id)
 		}
 		c.brokersDied(died)
+		if c.state != cs {
+			// Its writes found a newer controller and it resigned: the
+			// started brokers are the new controller's to tell (and
+			// this one's channels are gone).
+			return
+		}
 	}
 	if len(started) > 0 {
 		c.logger.Info("brokers started", "brokers", started)
