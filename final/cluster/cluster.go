@@ -368,7 +368,7 @@ func (c *Cluster) WaitBroker(ctx context.Context, id int) error {
 
 // brokerMetadata asks the broker at addr alone for the cluster's brokers.
 func brokerMetadata(ctx context.Context, addr string) (kadm.Metadata, error) {
-	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.RequestRetries(0), kgo.DialTimeout(2*time.Second))
+	cl, err := soloClient(addr)
 	if err != nil {
 		return kadm.Metadata{}, err
 	}
@@ -376,6 +376,12 @@ func brokerMetadata(ctx context.Context, addr string) (kadm.Metadata, error) {
 	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 	defer cancel()
 	return kadm.NewClient(cl).BrokerMetadata(ctx)
+}
+
+// soloClient is a client of the broker at addr alone, for one quick
+// question: no retries, a short dial.
+func soloClient(addr string) (*kgo.Client, error) {
+	return kgo.NewClient(kgo.SeedBrokers(addr), kgo.RequestRetries(0), kgo.DialTimeout(2*time.Second))
 }
 
 // poll calls f until it returns nil, ctx ends, or timeout passes; the

@@ -19,6 +19,8 @@ import (
 	"github.com/moby/moby/api/types/mount"
 	"github.com/moby/moby/api/types/network"
 	"github.com/moby/moby/client"
+
+	"github.com/kafkaworkbook/workbook/stage05-controller/zktest"
 )
 
 // Labels on everything the launcher makes.
@@ -75,16 +77,6 @@ type containerSpec struct {
 	request func(s *containerSpec, hostAddr string)
 }
 
-// freePort returns a TCP port of 127.0.0.1 nothing listens on now.
-func freePort() (int, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, fmt.Errorf("find a free port: %w", err)
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port, nil
-}
-
 // create creates and starts s, publishing its port on 127.0.0.1 only
 // (nothing outside this machine reaches a cluster container); a free port
 // taken by someone else between our check and Docker's bind is tried again
@@ -103,7 +95,7 @@ func (c *Cluster) create(ctx context.Context, s containerSpec) (string, error) {
 	for range 3 {
 		port := s.hostPort
 		if port == 0 {
-			p, err := freePort()
+			p, err := zktest.FreePort()
 			if err != nil {
 				return "", err
 			}

@@ -6,7 +6,6 @@ import (
 	"slices"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -38,7 +37,7 @@ func (c *Cluster) Views(ctx context.Context, topic string) map[int]View {
 // brokerView asks the broker at addr, and no other, for topic's
 // partitions.
 func brokerView(ctx context.Context, addr, topic string) (View, error) {
-	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.RequestRetries(0), kgo.DialTimeout(2*time.Second))
+	cl, err := soloClient(addr)
 	if err != nil {
 		return nil, err
 	}
