@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -114,7 +115,12 @@ func faultRun(t *testing.T, idempotent bool) {
 	}
 
 	seed := uint64(time.Now().UnixNano())
-	t.Logf("seed %d", seed)
+	if s := os.Getenv("FAULTS_SEED"); s != "" { // replay a logged run
+		var err error
+		seed, err = strconv.ParseUint(s, 10, 64)
+		require.NoError(t, err, "FAULTS_SEED")
+	}
+	t.Logf("seed %d (replay: FAULTS_SEED=%d)", seed, seed)
 	rng := rand.New(rand.NewPCG(seed, 0))
 	for round := range faults {
 		progress(500, "before the fault")

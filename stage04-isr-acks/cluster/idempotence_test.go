@@ -222,9 +222,12 @@ func TestLeaderMovesUnderAnIdempotentProducerLoseAndDuplicateNothing(t *testing.
 // TestProducerStateSurvivesARestartWithAndWithoutASnapshot: a clean
 // shutdown writes a producer snapshot beside the segments; the restarted
 // broker starts from it (or, without it, or with a damaged one, from the
-// whole log) and still recognizes a retry. A snapshot keeps each
-// producer's last batch only, as Kafka's does: at a clean shutdown every
-// request was answered, so only the last batch can still be retried.
+// whole log) and still recognizes a retry of any of a producer's last five
+// batches: a broker that stops may hold five appended and unacknowledged
+// batches of a producer, which it retries oldest first. A snapshot keeps
+// each producer's last batch only, as Kafka's does, so the clean shutdown
+// takes it at the oldest of those five batches, and the restart reads them
+// back from the log.
 func TestProducerStateSurvivesARestartWithAndWithoutASnapshot(t *testing.T) {
 	for _, tt := range []struct {
 		name  string
@@ -237,26 +240,33 @@ func TestProducerStateSurvivesARestartWithAndWithoutASnapshot(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			tc := startCluster(t, nil)
 			pid, epoch := tc.initProducerID(0)
-			code, first := tc.produceIdempotent(pid, epoch, 0, 3)
-			require.Zero(t, code)
-			code, _ = tc.produceIdempotent(pid, epoch, 3, 3)
-			require.Zero(t, code)
+			var bases []int64
+			for seq := int32(0); seq < 18; seq += 3 { // six batches of three: offsets 0-17
+				code, base := tc.produceIdempotent(pid, epoch, seq, 3)
+				require.Zero(t, code)
+				bases = append(bases, base)
+			}
 
 			require.NoError(t, tc.StopBroker(0))
-			path := filepath.Join(tc.LogDir(0), tc.tp.String(), producer.SnapshotFileName(6))
-			require.FileExists(t, path, "written at the clean shutdown, at the log end")
-			tt.touch(t, path)
+			snapshots := tc.snapshotFiles(0, tc.tp)
+			require.Len(t, snapshots, 1, "one snapshot after a clean shutdown")
+			require.Contains(t, snapshots, bases[1], "taken at the oldest of the last five batches, not at the log end (18)")
+			tt.touch(t, filepath.Join(tc.LogDir(0), tc.tp.String(), producer.SnapshotFileName(bases[1])))
 			require.NoError(t, tc.Controller.BrokerStopped(0))
 			require.NoError(t, tc.StartBroker(0))
 			require.NoError(t, tc.Controller.BrokerStarted(0))
 			tc.waitISR(1, 2, 0)
 			require.NoError(t, tc.Controller.ElectLeader(tc.tp, 0))
 
-			code, again := tc.produceIdempotent(pid, epoch, 3, 3)
-			require.Zero(t, code)
-			require.Equal(t, first+3, again, "the retry of the last batch is recognized")
-			code, _ = tc.produceIdempotent(pid, epoch, 7, 1)
-			require.Equal(t, kerr.OutOfOrderSequenceNumber.Code, code, "and the sequence goes on from 6")
+			for i := 1; i < len(bases); i++ {
+				code, again := tc.produceIdempotent(pid, epoch, int32(3*i), 3)
+				require.Zero(t, code, "retry of batch %d", i)
+				require.Equal(t, bases[i], again, "the retry of batch %d (sequence %d) is recognized", i, 3*i)
+			}
+			code, _ := tc.produceIdempotent(pid, epoch, 0, 3)
+			require.Equal(t, kerr.OutOfOrderSequenceNumber.Code, code, "the sixth batch back is past the window, as in Kafka")
+			code, _ = tc.produceIdempotent(pid, epoch, 19, 1)
+			require.Equal(t, kerr.OutOfOrderSequenceNumber.Code, code, "and the sequence goes on from 18")
 		})
 	}
 }

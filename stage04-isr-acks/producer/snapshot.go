@@ -12,7 +12,11 @@ import (
 // partition's segments: the producer state as of that offset, so that a
 // restart reads the log only after it (Kafka's ProducerStateManager
 // format, version 1). Like Kafka's, it keeps each producer's last batch
-// only; the batches before it are rebuilt from the log when needed.
+// below its offset only; the batches before that are rebuilt from the log
+// when needed, and the batches at or after it are read from the log. A
+// snapshot taken below the log end (a clean shutdown's, at the oldest
+// batch a producer may still retry) is how the last five batches of every
+// producer survive a restart in this format.
 //
 //	version   int16   1
 //	crc       uint32  CRC-32C of everything after this field
@@ -42,21 +46,28 @@ var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 // SnapshotFileName is the file of a snapshot taken at offset.
 func SnapshotFileName(offset int64) string { return fmt.Sprintf("%020d.snapshot", offset) }
 
-// Snapshot encodes the state: each producer with its last batch, by
-// producer id.
-func (s *State) Snapshot() []byte {
+// SnapshotAt encodes the state as of offset: each producer with its last
+// batch that ends below offset, by producer id; a producer with none is
+// left out (its batches are read from the log at or after offset).
+func (s *State) SnapshotAt(offset int64) []byte {
 	s.mu.Lock()
 	pids := make([]int64, 0, len(s.producers))
-	for pid := range s.producers {
-		pids = append(pids, pid)
+	lasts := map[int64]Batch{}
+	for pid, e := range s.producers {
+		for i := len(e.Batches) - 1; i >= 0; i-- {
+			if e.Batches[i].LastOffset < offset {
+				pids = append(pids, pid)
+				lasts[pid] = e.Batches[i]
+				break
+			}
+		}
 	}
 	slices.Sort(pids)
 	b := make([]byte, snapshotHeader, snapshotHeader+len(pids)*snapshotEntrySize)
 	binary.BigEndian.PutUint16(b, snapshotVersion)
 	binary.BigEndian.PutUint32(b[6:], uint32(len(pids)))
 	for _, pid := range pids {
-		e := s.producers[pid]
-		last := e.Batches[len(e.Batches)-1]
+		e, last := s.producers[pid], lasts[pid]
 		b = binary.BigEndian.AppendUint64(b, uint64(pid))
 		b = binary.BigEndian.AppendUint16(b, uint16(e.Epoch))
 		b = binary.BigEndian.AppendUint32(b, uint32(last.LastSeq))

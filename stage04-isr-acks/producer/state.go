@@ -208,6 +208,19 @@ func (s *State) ExpireBefore(cutoff int64) int {
 	return n
 }
 
+// WindowStart is the first offset of the oldest batch any producer's
+// window holds: the lowest offset a retry may still be answered from. It
+// reports false when no producer is known.
+func (s *State) WindowStart() (int64, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	start, ok := int64(math.MaxInt64), false
+	for _, e := range s.producers {
+		start, ok = min(start, e.Batches[0].FirstOffset), true
+	}
+	return start, ok
+}
+
 // Entry returns a copy of a producer's state.
 func (s *State) Entry(pid int64) (Entry, bool) {
 	s.mu.Lock()

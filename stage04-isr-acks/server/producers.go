@@ -107,26 +107,41 @@ func (pp *partitionProducers) recorded(logger *slog.Logger) {
 	}
 }
 
-// writeSnapshot writes st to dir's snapshot file for offset.
+// writeSnapshot writes st as of offset to dir's snapshot file for offset.
 func writeSnapshot(st *producer.State, dir string, offset int64) error {
-	return commitlog.WriteFileAtomic(filepath.Join(dir, producer.SnapshotFileName(offset)), st.Snapshot())
+	return commitlog.WriteFileAtomic(filepath.Join(dir, producer.SnapshotFileName(offset)), st.SnapshotAt(offset))
 }
 
-// snapshot writes every partition's producer state to a snapshot file at
-// the log end read before the state (so the state holds at least what the
-// log held there; a restart reads the batches after it, and those already
-// recorded are skipped), and removes the older snapshots: Kafka's clean
-// shutdown. The snapshots at segment rolls are recorded's.
+// snapshot writes every partition's producer state to one snapshot file
+// and removes the others: a clean shutdown. Kafka names that snapshot by
+// the log end, and a restart then remembers each producer's last batch
+// only; but a broker that stops had batches appended and not yet
+// acknowledged (an acks=all request waiting for followers that stop too),
+// and a producer retries all of its five in flight, oldest first: the
+// restarted broker would refuse the first as out of order, and the client,
+// bumping its epoch to go on, would write them twice (found by final's
+// fault suite, a full-cluster restart). So the snapshot is taken at the
+// first offset of the oldest batch any producer's window holds: the
+// restart reads those batches back from the log and every window is whole
+// again. Two bounds: not below the active segment's base offset (a
+// restart reads one segment at most, as after a crash; a producer idle
+// for a segment's worth of others' batches keeps only the newer part of
+// its window), and not above the log end read before the state (the
+// state holds at least what the log held there; the batches past it, and
+// those recorded twice, are skipped on reading).
 func (ps *producerStates) snapshot() {
 	ps.mu.Lock()
 	defer ps.mu.Unlock()
 	for tp, pp := range ps.states {
-		end := pp.p.Log.EndOffset()
-		if err := writeSnapshot(pp.st, pp.p.Log.Dir(), end); err != nil {
+		at := pp.p.Log.EndOffset()
+		if start, ok := pp.st.WindowStart(); ok {
+			at = min(at, max(start, pp.p.Log.ActiveBaseOffset()))
+		}
+		if err := writeSnapshot(pp.st, pp.p.Log.Dir(), at); err != nil {
 			ps.logger.Error("producer snapshot", "partition", tp, "err", err)
 			continue
 		}
-		removeSnapshots(pp.p.Log.Dir(), func(offset int64) bool { return offset != end }, ps.logger)
+		removeSnapshots(pp.p.Log.Dir(), func(offset int64) bool { return offset != at }, ps.logger)
 	}
 }
 

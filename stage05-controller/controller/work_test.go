@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	gozk "github.com/go-zookeeper/zk"
 	"github.com/stretchr/testify/require"
 
 	"github.com/kafkaworkbook/workbook/stage01-log/commitlog"
@@ -127,4 +128,58 @@ func mapsValues[K comparable, V any](m map[K]V) []V {
 		out = append(out, v)
 	}
 	return out
+}
+
+// TestAControllerThatResignsInABrokerChangeStopsThere: one BrokerChange
+// can hold a broker both dead and started (it registered again, with a
+// new broker epoch, before the controller read /brokers/ids). If the
+// controller's writes for the dead broker find a newer /controller_epoch,
+// it resigns, which drops its channels to the brokers; it must not go on
+// to the started one (it did: a nil channel map, and the broker process
+// exited; found by final/faults). Here a newer controller is faked by
+// bumping /controller_epoch, and broker 1, the partition's leader,
+// registers again in one ZooKeeper multi; then /controller is deleted as
+// the real successor's election would, and the same controller is elected
+// again and finds broker 1 still leading.
+func TestAControllerThatResignsInABrokerChangeStopsThere(t *testing.T) {
+	ens := zktest.StartStandalone(t)
+	brokers := map[int32]*kafkazk.Client{0: fakeBroker(t, ens, 0), 1: fakeBroker(t, ens, 1), 2: fakeBroker(t, ens, 2)}
+	ctl := startCandidates(t, ens, 1)[0]
+	active(t, []*candidate{ctl})
+	zk := ctl.zk
+	tp := commitlog.TopicPartition{Topic: "t", Partition: 0}
+	require.NoError(t, zk.CreateTopic("t", kafkazk.TopicAssignment{Replicas: map[int32][]int32{0: {1, 0, 2}}}, nil))
+	require.Eventually(t, func() bool {
+		s, _, err := zk.PartitionState(tp)
+		return err == nil && s.Leader == 1 && slices.Equal(s.ISR, []int32{1, 0, 2})
+	}, 20*time.Second, 5*time.Millisecond, "the partition online, led by broker 1")
+	epoch, _ := ctl.ctl.Epoch()
+
+	// A newer controller, as far as the fence can tell.
+	cur, err := zk.ControllerEpochValue()
+	require.NoError(t, err)
+	_, err = zk.Conn().Set(kafkazk.ControllerEpochPath, kafkazk.EncodeControllerEpoch(cur.Epoch+1), cur.ZkVersion)
+	require.NoError(t, err)
+	// Broker 1 dies and registers again, in one step.
+	info := kafkazk.BrokerInfo{ID: 1, JmxPort: -1, Timestamp: time.Now(), Endpoints: []kafkazk.Endpoint{
+		{Listener: "PLAINTEXT", SecurityProtocol: "PLAINTEXT", Host: "127.0.0.1", Port: 1}}}
+	_, err = brokers[1].Conn().Multi(
+		&gozk.DeleteRequest{Path: kafkazk.BrokerPath(1), Version: -1},
+		&gozk.CreateRequest{Path: kafkazk.BrokerPath(1), Data: info.Encode(), Acl: gozk.WorldACL(gozk.PermAll), Flags: gozk.FlagEphemeral})
+	require.NoError(t, err)
+
+	require.Eventually(t, func() bool { return !ctl.ctl.IsActive() && len(ctl.resignedTimes()) == 1 },
+		20*time.Second, 5*time.Millisecond, "the controller's write for the dead broker is fenced, and it resigns")
+	s, _, err := zk.PartitionState(tp)
+	require.NoError(t, err)
+	require.Equal(t, int32(1), s.Leader, "the fenced write changed nothing")
+
+	require.NoError(t, zk.ResignController())
+	active(t, []*candidate{ctl})
+	again, _ := ctl.ctl.Epoch()
+	require.Greater(t, again.Epoch, epoch.Epoch+1, "elected again, above the faked epoch")
+	require.Eventually(t, func() bool {
+		s, _, err := zk.PartitionState(tp)
+		return err == nil && s.Leader == 1 && slices.Equal(s.ISR, []int32{1, 0, 2})
+	}, 20*time.Second, 5*time.Millisecond, "broker 1, alive, still leads")
 }
