@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"os"
 	"path/filepath"
 	"sort"
@@ -23,8 +24,10 @@ type Options struct {
 	Dir string
 	// Props are Kafka keys for every broker (log.segment.bytes, ...).
 	Props map[string]string
-	// BasePort, if not 0, puts broker id on 127.0.0.1:BasePort+id, so its
-	// address survives a restart (for a demo's kcat); 0 lets the kernel pick.
+	// BasePort, if not 0, puts broker id on 127.0.0.1:BasePort+id (for a
+	// demo's kcat); 0 lets the kernel pick a port at the broker's first
+	// start. Either way a restarted broker listens where it did before, as
+	// a real one does: a client's bootstrap list stays good.
 	BasePort int
 	// Quorum for the brokers' high watermarks; nil counts every replica.
 	// Only the default NewServer uses it.
@@ -64,6 +67,7 @@ type Cluster struct {
 
 	mu      sync.Mutex
 	brokers map[int32]*server.Server // running brokers. Protected by mu.
+	ports   map[int32]int            // each broker's port once it started. Protected by mu.
 	ids     []int32                  // every broker, running or not
 }
 
@@ -72,7 +76,7 @@ func Start(n int, opts Options) (*Cluster, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
-	c := &Cluster{opts: opts, brokers: map[int32]*server.Server{}}
+	c := &Cluster{opts: opts, brokers: map[int32]*server.Server{}, ports: map[int32]int{}}
 	c.Controller = newController(c)
 	for id := range int32(n) {
 		c.ids = append(c.ids, id)
@@ -126,14 +130,35 @@ func (c *Cluster) Addrs() []string {
 	return out
 }
 
-// StartBroker builds broker id with Options.NewServer and starts it on a
-// fresh port, on its log directory. It holds no roles until the controller
-// tells it (BrokerStarted).
+// StartBroker builds broker id with Options.NewServer and starts it on its
+// log directory and its port: the one it had before, else BasePort+id, else
+// one the kernel picks. It holds no roles until the controller tells it
+// (BrokerStarted).
+//
+// Keeping the port matters to clients: a client keeps the addresses of its
+// bootstrap list and of the brokers its last Metadata answer named; if
+// every broker came back on a new port, a client that had not refreshed
+// its metadata in between would know no live address at all (stage 04's
+// fault run stalled so, with franz-go). If the old port is taken meanwhile
+// (the kernel may hand it to an outgoing connection while the broker is
+// down), the broker starts on a new one and the harness logs it.
 func (c *Cluster) StartBroker(id int32) error {
-	port := 0
-	if c.opts.BasePort != 0 {
+	c.mu.Lock()
+	port, restart := c.ports[id]
+	c.mu.Unlock()
+	if !restart && c.opts.BasePort != 0 {
 		port = c.opts.BasePort + int(id)
 	}
+	err := c.startBroker(id, port)
+	if err != nil && restart && c.opts.BasePort == 0 {
+		c.opts.Logger.Warn("a restarted broker cannot have its port back; starting it on a new one",
+			"broker", id, "port", port, "err", err)
+		err = c.startBroker(id, 0)
+	}
+	return err
+}
+
+func (c *Cluster) startBroker(id int32, port int) error {
 	props := map[string]string{
 		"broker.id": strconv.Itoa(int(id)),
 		"listeners": fmt.Sprintf("PLAINTEXT://127.0.0.1:%d", port),
@@ -161,6 +186,9 @@ func (c *Cluster) StartBroker(id int32) error {
 	}
 	c.mu.Lock()
 	c.brokers[id] = s
+	if a, ok := s.Addr().(*net.TCPAddr); ok {
+		c.ports[id] = a.Port
+	}
 	c.mu.Unlock()
 	return nil
 }

@@ -1,6 +1,7 @@
 package cluster_test
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 	"maps"
@@ -202,4 +203,38 @@ func TestAPausedFollowerCopiesNothingMore(t *testing.T) {
 		"a paused follower copies nothing, not even through a fetch it had parked")
 	follower.Replicas.PauseFetching(false)
 	require.Eventually(t, func() bool { return fp.Log.EndOffset() == 2 }, 10*time.Second, time.Millisecond)
+}
+
+// TestARestartedBrokerListensWhereItDid: a broker comes back on the port it
+// had, as a real one does, so that a client seeded with the first
+// addresses can still reach it: a client whose every known address went
+// stale (each broker restarted on a new port) stalls for good, as stage
+// 04's fault run did with franz-go.
+func TestARestartedBrokerListensWhereItDid(t *testing.T) {
+	c := startCluster(t, 2)
+	seeds := c.Addrs()
+	c.createTopic("restarted", 1, 2)
+	p := tp("restarted", 0)
+	c.produce(p, kgo.AllISRAcks(), "before")
+	for _, id := range c.IDs() {
+		before, _ := c.Broker(id)
+		addr := before.Addr().String()
+		c.stop(id)
+		c.start(id)
+		after, _ := c.Broker(id)
+		require.NotSame(t, before, after, "a new broker process")
+		require.Equal(t, addr, after.Addr().String(), "broker %d on its old address", id)
+	}
+	require.Equal(t, seeds, c.Addrs())
+
+	// A client that knows only the first addresses reads what was written.
+	cl, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{
+		p.Topic: {p.Partition: kgo.NewOffset().AtStart()}}))
+	require.NoError(t, err)
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	fs := cl.PollFetches(ctx)
+	require.NoError(t, fs.Err())
+	require.Equal(t, "before", string(fs.Records()[0].Value))
 }

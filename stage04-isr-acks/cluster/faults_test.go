@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kafkaworkbook/workbook/stage01-log/commitlog"
 )
@@ -105,8 +106,34 @@ func faultRun(t *testing.T, idempotent bool) {
 		}
 		// What the cluster looked like when the producer stalled.
 		for _, tp := range tps {
-			isr, leader, err := tc.ISR(tp)
-			t.Logf("%s: leader %d, ISR %v, err %v", tp, leader, isr, err)
+			isr, version, err := tc.ISR(tp)
+			t.Logf("%s: ISR %v at version %d, err %v", tp, isr, version, err)
+			for _, id := range []int32{0, 1, 2} {
+				s, ok := tc.Server(id)
+				if !ok {
+					continue
+				}
+				if p, ok := s.Replicas.Partition(tp.Topic, tp.Partition); ok {
+					if v, ok := p.LeaderView(); ok {
+						t.Logf("  broker %d leads: %+v", id, v)
+					}
+				}
+			}
+		}
+		mctx, mcancel := context.WithTimeout(context.Background(), 5*time.Second)
+		resp, err := kmsg.NewPtrMetadataRequest().RequestWith(mctx, cl)
+		mcancel()
+		if err != nil {
+			t.Logf("client's metadata request: %v", err)
+		} else {
+			for _, b := range resp.Brokers {
+				t.Logf("metadata broker %d %s:%d", b.NodeID, b.Host, b.Port)
+			}
+			for _, tt := range resp.Topics {
+				for _, p := range tt.Partitions {
+					t.Logf("metadata %s-%d leader %d epoch %d isr %v err %d", *tt.Topic, p.Partition, p.Leader, p.LeaderEpoch, p.ISR, p.ErrorCode)
+				}
+			}
 		}
 		mu.Lock()
 		t.Logf("acknowledged %d (from %d), buffered %d, errors %v", acked.Load(), from, cl.BufferedProduceRecords(), failed)
