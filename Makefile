@@ -149,7 +149,9 @@ fuzz:
 # SEED (a new one, printed, when empty), FAULTS of them or as many as fit
 # in DURATION (default 10m), from KINDS (comma-separated; default all).
 # The report is printed and saved to final/faults/report-<seed>.md, or
-# FAULTS_REPORT. `make test` runs only the short, fixed version.
+# FAULTS_REPORT, with its figure beside it (.png: each fault's longest
+# wait for an acknowledgement). `make test` runs only the short, fixed
+# version.
 SEED ?=
 FAULTS ?=
 DURATION ?=

@@ -91,8 +91,8 @@
 // producers reset their producer id: the one moment an idempotent
 // producer may write a record twice.
 //
-// TestFaultsShort (in `make test`) injects six faults in a fixed order
-// (about 90 s on a 2-core machine, plus the cluster's start);
+// TestFaultsShort (in `make test`) injects eight faults in a fixed order
+// (about two minutes on a 2-core machine, plus the cluster's start);
 // TestFaultsRandom (`make faults SEED=42 DURATION=10m`) draws them at
 // random from a printed seed and saves the report. A seed repeats the
 // kinds of fault and the partitions and replicas they are aimed at; which

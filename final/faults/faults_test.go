@@ -60,7 +60,9 @@ func finish(t *testing.T, rep *faults.Report, path string) {
 	t.Logf("\n%s", buf.String())
 	if path != "" {
 		require.NoError(t, os.WriteFile(path, buf.Bytes(), 0o644))
-		t.Logf("report saved to %s", path)
+		png := strings.TrimSuffix(path, filepath.Ext(path)) + ".png"
+		require.NoError(t, rep.SavePlot(png))
+		t.Logf("report saved to %s, its figure to %s", path, png)
 	}
 	for _, f := range rep.Failed {
 		t.Errorf("%s", f)
@@ -70,17 +72,18 @@ func finish(t *testing.T, rep *faults.Report, path string) {
 // TestFaultsShort: under acks=all producers and a consumer group, a
 // partition leader killed with kill -9, a leader cut from its followers,
 // a follower frozen past its ZooKeeper session, a ZooKeeper server
-// killed, the controller killed and a leader frozen past its session, one
-// after another, each healed: nothing
-// acknowledged is lost, duplicated or reordered, the group delivers every
-// acknowledged record, and every replica holds the same batches.
+// killed, the controller killed, a leader frozen past its session, a
+// leader's controlled shutdown and a full-cluster restart, one after
+// another, each healed: nothing acknowledged is lost, duplicated or
+// reordered, the group delivers every acknowledged record, and every
+// replica holds the same batches.
 func TestFaultsShort(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 12*time.Minute)
 	defer cancel()
 	c := startCluster(t, ctx)
 	rep, err := faults.Run(ctx, c, faults.Config{
 		Faults: []faults.Kind{faults.LeaderKill, faults.LeaderCut, faults.FollowerPause, faults.ZooKeeperKill,
-			faults.ControllerKill, faults.LeaderPause},
+			faults.ControllerKill, faults.LeaderPause, faults.Bounce, faults.FullRestart},
 		Seed: 1,
 		Logf: t.Logf,
 	})
