@@ -54,8 +54,8 @@ func (r *Report) plot() (*plot.Plot, int, error) {
 	}
 	p := plot.New()
 	p.Add(plotter.NewGrid())
-	p.Title.Text = fmt.Sprintf("Longest wait for an acknowledgement, per fault (seed %d, %d faults)", r.Seed, len(r.Faults))
-	p.X.Label.Text = "seconds without an acknowledgement on the worst partition"
+	p.Title.Text = fmt.Sprintf("Unavailability per fault (seed %d, %d faults)", r.Seed, len(r.Faults))
+	p.X.Label.Text = "longest wait for an acknowledgement on the worst partition"
 	p.X.Min = 0
 	p.Y.Min, p.Y.Max = -0.7, float64(len(kinds))-0.3
 
@@ -73,11 +73,16 @@ func (r *Report) plot() (*plot.Plot, int, error) {
 		if err != nil {
 			return nil, 0, err
 		}
-		dots.GlyphStyle = draw.GlyphStyle{Color: color.RGBA{R: 0x1f, G: 0x77, B: 0xb4, A: 0xff}, Radius: vg.Points(3.5), Shape: draw.CircleGlyph{}}
+		dots.GlyphStyle = draw.GlyphStyle{Color: color.NRGBA{R: 0x1f, G: 0x77, B: 0xb4, A: 0xb0}, Radius: vg.Points(3.5), Shape: draw.CircleGlyph{}}
 		p.Add(dots)
 	}
 	p.Y.Tick.Marker = plot.ConstantTicks(ticks)
 	p.X.Max = longest * 1.1
+	var xticks []plot.Tick
+	for x := 0.0; x <= p.X.Max; x += 5 {
+		xticks = append(xticks, plot.Tick{Value: x, Label: fmt.Sprintf("%.0f s", x)})
+	}
+	p.X.Tick.Marker = plot.ConstantTicks(xticks)
 	for _, ref := range []struct {
 		at    float64
 		label string

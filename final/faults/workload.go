@@ -90,7 +90,9 @@ type WorkloadConfig struct {
 
 // producerOpts are the producers' settings: idempotent (franz-go's
 // default) with acks=all, retrying for ever (a record fails only when the
-// client closes), and timeouts short enough that a request to a frozen or
+// client closes; Cluster.Client adds the retry of a connection that ends at
+// once, which is how a starting broker looks through Docker's proxy), and
+// timeouts short enough that a request to a frozen or
 // unreachable broker is abandoned within seconds rather than half a minute.
 func producerOpts(topic string) []kgo.Opt {
 	return []kgo.Opt{
