@@ -1,0 +1,3 @@
+module github.com/kafkaworkbook/workbook/tools
+
+go 1.26.0
