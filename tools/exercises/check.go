@@ -80,9 +80,12 @@ func check(w io.Writer, root string, stages []string, opts checkOptions) error {
 			}
 		}
 		fmt.Fprintf(w, "\nstage %s (%s)\n", st, stageExs[0].Module)
-		passed := 0
+		passed, width := 0, 0
 		for _, e := range stageExs {
-			if report(w, e, results, opts.Verbose) {
+			width = max(width, len(e.Title))
+		}
+		for _, e := range stageExs {
+			if report(w, e, width, results, opts.Verbose) {
 				passed++
 			}
 		}
@@ -110,7 +113,7 @@ func stagesOf(exs []*Exercise) []string {
 
 // report prints one exercise's lines of check's table and says whether
 // every one of its tests passed.
-func report(w io.Writer, e *Exercise, results map[pkgKey]*pkgResult, verbose bool) bool {
+func report(w io.Writer, e *Exercise, width int, results map[pkgKey]*pkgResult, verbose bool) bool {
 	state := "written"
 	if e.Blank {
 		state = "blank"
@@ -171,7 +174,7 @@ func report(w io.Writer, e *Exercise, results map[pkgKey]*pkgResult, verbose boo
 	if !pass {
 		verdict = "FAIL"
 	}
-	fmt.Fprintf(w, "\n  %-5s %-52s %-8s %s\n", e.ID, e.Title, state, verdict)
+	fmt.Fprintf(w, "\n  %-5s %-*s  %-7s  %s\n", e.ID, width, e.Title, state, verdict)
 	fmt.Fprintf(w, "        %s\n", e.Where())
 	for _, l := range lines {
 		note := ""
