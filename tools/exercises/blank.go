@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"fmt"
 	"go/ast"
 	"go/format"
@@ -18,6 +19,17 @@ import (
 // leaves unused (a variable declared before it) is the exercise author's to
 // fix, and verify says so. The result is gofmt'ed.
 func blankFile(file string, src []byte, exs []*Exercise) ([]byte, error) {
+	return blank(file, src, exs, false)
+}
+
+// blankKeepingLines is blankFile for go's -overlay: every line that stays
+// keeps its number (removed lines become empty ones, and the result is not
+// gofmt'ed), so that the compiler's messages point into the reference.
+func blankKeepingLines(file string, src []byte, exs []*Exercise) ([]byte, error) {
+	return blank(file, src, exs, true)
+}
+
+func blank(file string, src []byte, exs []*Exercise, keepLines bool) ([]byte, error) {
 	lines := strings.SplitAfter(string(src), "\n")
 	sorted := slices.Clone(exs)
 	slices.SortFunc(sorted, func(a, b *Exercise) int { return b.Line - a.Line }) // from the end, so earlier lines keep their numbers
@@ -26,12 +38,18 @@ func blankFile(file string, src []byte, exs []*Exercise) ([]byte, error) {
 			return nil, fmt.Errorf("blank %s: exercise %s is in %s", file, e.ID, e.File)
 		}
 		stmt := e.indent + "panic(" + strconv.Quote(e.Message()) + ")\n"
+		if keepLines {
+			stmt += strings.Repeat("\n", e.End-e.codeFrom-1)
+		}
 		lines = slices.Replace(lines, e.codeFrom-1, e.End-1, stmt)
 	}
 	out := []byte(strings.Join(lines, ""))
-	out, err := pruneImports(file, src, out)
+	out, err := pruneImports(file, src, out, keepLines)
 	if err != nil {
 		return nil, err
+	}
+	if keepLines {
+		return out, nil
 	}
 	formatted, err := format.Source(out)
 	if err != nil {
@@ -45,7 +63,8 @@ func blankFile(file string, src []byte, exs []*Exercise) ([]byte, error) {
 // whose name cannot be told from its path with confidence, or that orig
 // did not visibly use, is left alone, so the worst case is an unused import
 // that verify reports, never a needed one removed.
-func pruneImports(file string, orig, blanked []byte) ([]byte, error) {
+// With keepLines, the lines removed become empty ones.
+func pruneImports(file string, orig, blanked []byte, keepLines bool) ([]byte, error) {
 	before, err := parser.ParseFile(token.NewFileSet(), file, orig, parser.SkipObjectResolution)
 	if err != nil {
 		return nil, fmt.Errorf("blank %s: %w", file, err)
@@ -96,7 +115,11 @@ func pruneImports(file string, orig, blanked []byte) ([]byte, error) {
 	out := slices.Clone(blanked)
 	slices.SortFunc(cuts, func(a, b span) int { return b.from - a.from })
 	for _, c := range cuts {
-		out = slices.Delete(out, c.from, c.to)
+		var keep []byte
+		if keepLines {
+			keep = bytes.Repeat([]byte{'\n'}, bytes.Count(out[c.from:c.to], []byte{'\n'}))
+		}
+		out = slices.Replace(out, c.from, c.to, keep...)
 	}
 	return out, nil
 }

@@ -54,7 +54,10 @@ func check(w io.Writer, root string, stages []string, opts checkOptions) error {
 			if len(commit) > 12 {
 				commit = commit[:12]
 			}
-			fmt.Fprintf(w, "a learner's copy of the workbook at %s, stages %s blanked when it was written\n",
+			if commit != "" {
+				commit = " at " + commit
+			}
+			fmt.Fprintf(w, "a learner's copy of the workbook%s, stages %s blanked when it was written\n",
 				commit, strings.Join(m.Stages, ", "))
 		}
 	}

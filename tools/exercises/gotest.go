@@ -254,7 +254,7 @@ func excerpt(output []string, max int) []string {
 	for _, chunk := range output {
 		for _, l := range strings.Split(strings.TrimRight(chunk, "\n"), "\n") {
 			t := strings.TrimSpace(l)
-			if t == "" || strings.HasPrefix(t, "=== ") || strings.HasPrefix(t, "--- PASS") {
+			if t == "" || strings.HasPrefix(t, "=== ") || strings.HasPrefix(t, "--- ") {
 				continue
 			}
 			if strings.HasPrefix(t, "goroutine ") && strings.HasSuffix(t, ":") {
@@ -264,7 +264,7 @@ func excerpt(output []string, max int) []string {
 			if len(lines) == max {
 				return append(lines, "...")
 			}
-			lines = append(lines, strings.TrimRight(l, " \t"))
+			lines = append(lines, strings.TrimPrefix(strings.TrimRight(l, " \t"), "    ")) // go test indents a test's log
 		}
 	}
 	return lines

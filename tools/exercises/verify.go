@@ -200,7 +200,7 @@ func writeOverlay(dir, root string, blank []*Exercise) (overlay string, rename m
 				these = append(these, e)
 			}
 		}
-		out, err := blankFile(file, src, these)
+		out, err := blankKeepingLines(file, src, these)
 		if err != nil {
 			return "", nil, err
 		}
