@@ -43,6 +43,9 @@ type goTester struct {
 	Overlay string        // an -overlay file, or ""
 	Timeout time.Duration // go test's -timeout
 	Race    bool          // -race
+	// FirstFailure stops at the first test that fails (-failfast, and no
+	// second run after a panic): the tests not run are reported so.
+	FirstFailure bool
 	// Rename maps the paths of overlaid copies back to the files they
 	// stand for, in every message shown.
 	Rename map[string]string
@@ -70,12 +73,20 @@ func (g *goTester) run(pkg string, names []string) (*pkgResult, error) {
 			break
 		}
 		var next []string
+		failed := false
 		for _, n := range remaining {
 			if r, ok := one.Tests[n]; ok {
 				res.Tests[n] = r
+				failed = failed || r.Status == testFail
 			} else {
 				next = append(next, n)
 			}
+		}
+		if failed && g.FirstFailure {
+			for _, n := range next {
+				res.Tests[n] = &testResult{Status: testNotRun}
+			}
+			break
 		}
 		if len(next) == len(remaining) || one.passed {
 			// Nothing new came back: the package passed without them
@@ -119,6 +130,9 @@ func (g *goTester) once(pkg string, names []string) (*onceResult, error) {
 	}
 	if g.Race {
 		args = append(args, "-race")
+	}
+	if g.FirstFailure {
+		args = append(args, "-failfast")
 	}
 	if g.Overlay != "" {
 		args = append(args, "-overlay", g.Overlay)
