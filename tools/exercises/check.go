@@ -142,7 +142,8 @@ func report(w io.Writer, e *Exercise, width int, results map[pkgKey]*pkgResult, 
 			l.status = "FAIL"
 			if other := reachedExercise(r.Output); other != "" && other != e.ID {
 				l.note = "stopped at exercise " + other + ", which is still blank"
-			} else if !e.Blank {
+			} else if !e.Blank && (verbose || len(details) == 0) {
+				// The first failure says most; -v shows them all, whole.
 				out := r.Output
 				if !verbose {
 					out = nil
@@ -150,6 +151,7 @@ func report(w io.Writer, e *Exercise, width int, results map[pkgKey]*pkgResult, 
 						out = append(out, x+"\n")
 					}
 				}
+				details = append(details, "        "+t.Name+":")
 				for _, x := range out {
 					details = append(details, "        | "+strings.TrimRight(x, "\n"))
 				}
