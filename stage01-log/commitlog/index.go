@@ -122,6 +122,9 @@ func (idx *mmapIndex) entry(i int) []byte {
 // search returns the largest i whose key is <= target, or -1 if every key is
 // bigger. key must be non-decreasing over the entries.
 func (idx *mmapIndex) search(target int64, key func(e []byte) int64) int {
+	// exercise 01.3: binary-search an index for the last entry at or below a key
+	// hint: keys never decrease from entry 0 to idx.entries-1, and key(idx.entry(i)) reads entry i's; halve a range of candidates until one is left, and answer -1 when even entry 0's key is above the target
+	// tests: TestIndexLookupFindsTheLastEntryAtOrBelow, TestReadReturnsRegionFromBatchHoldingOffset, TestOffsetForTimestamp
 	lo, hi := 0, idx.entries-1
 	for lo <= hi {
 		mid := int(uint(lo+hi) >> 1)
@@ -132,6 +135,7 @@ func (idx *mmapIndex) search(target int64, key func(e []byte) int64) int {
 		}
 	}
 	return hi
+	// end exercise
 }
 
 // truncateEntries keeps the first n entries.

@@ -1,7 +1,10 @@
 package commitlog
 
 import (
+	"bytes"
+	"encoding/binary"
 	"io"
+	"math"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -73,6 +76,82 @@ func TestRecoveryKeepsEveryWholeBatchBeforeATornTail(t *testing.T) {
 	}
 }
 
+// TestASegmentScanStopsAtTheFirstBadBatch: recovery's scan of one segment
+// keeps the batches before the first bad one, whatever makes it bad (cut
+// short, a byte changed, offsets that go back, offsets that reach the next
+// segment's base), cuts the file there, and indexes what it kept exactly as
+// the appends had: their entries, no others.
+func TestASegmentScanStopsAtTheFirstBadBatch(t *testing.T) {
+	const bad = 6 // of 10 batches of offsets 2i..2i+1, the one each case spoils
+	cases := []struct {
+		name   string
+		damage func(t *testing.T, f *os.File, at int64, batch []byte) (limit int64)
+	}{
+		{"cut short", func(t *testing.T, f *os.File, at int64, batch []byte) int64 {
+			require.NoError(t, f.Truncate(at+int64(len(batch))/2))
+			return math.MaxInt64
+		}},
+		{"a byte changed", func(t *testing.T, f *os.File, at int64, batch []byte) int64 {
+			_, err := f.WriteAt([]byte{batch[record.HeaderSize+5] ^ 0x10}, at+record.HeaderSize+5)
+			require.NoError(t, err)
+			return math.MaxInt64
+		}},
+		{"offsets going back", func(t *testing.T, f *os.File, at int64, batch []byte) int64 {
+			// baseOffset lies outside the CRC: the batch still checks.
+			var base [8]byte
+			binary.BigEndian.PutUint64(base[:], 2*bad-2)
+			_, err := f.WriteAt(base[:], at)
+			require.NoError(t, err)
+			return math.MaxInt64
+		}},
+		{"offsets reaching the next segment", func(t *testing.T, f *os.File, at int64, batch []byte) int64 {
+			return 2*bad + 1 // the spoiled batch's last offset
+		}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newLogHarness(t, smallConfig())
+			l := h.open(Options{})
+			batches := h.appendBatches(l, 10, 2, 100)
+			require.Len(t, l.Segments(), 1)
+			require.NoError(t, l.Close())
+			appended := indexBytes(t, h.dir, 0, indexSuffix)
+			var at int64 // where the spoiled batch starts
+			for _, b := range batches[:bad] {
+				at += int64(len(b))
+			}
+			var wantIndex []byte
+			for e := 0; e < len(appended); e += offsetIndexEntrySize {
+				if int64(binary.BigEndian.Uint32(appended[e+4:])) < at {
+					wantIndex = append(wantIndex, appended[e:e+offsetIndexEntrySize]...)
+				}
+			}
+			require.NotEmpty(t, wantIndex)
+			require.Less(t, len(wantIndex), len(appended))
+
+			path := filepath.Join(h.dir, segmentName(0)+logSuffix)
+			f, err := os.OpenFile(path, os.O_RDWR, 0)
+			require.NoError(t, err)
+			limit := tc.damage(t, f, at, batches[bad])
+			require.NoError(t, f.Close())
+			fi, err := os.Stat(path)
+			require.NoError(t, err)
+
+			s := existingSegment(h.dir, 0, fi.Size(), fi.ModTime(), &h.cfg, quietLogger)
+			truncated, err := s.recover(limit)
+			require.NoError(t, err)
+			t.Cleanup(func() { s.close() })
+			require.Equal(t, fi.Size()-at, truncated, "everything from the spoiled batch on is cut")
+			require.Equal(t, at, s.size)
+			kept, err := os.ReadFile(path)
+			require.NoError(t, err)
+			require.Equal(t, bytes.Join(batches[:bad], nil), kept)
+			require.Equal(t, wantIndex, s.offsets.data[:s.offsets.entries*offsetIndexEntrySize],
+				"the index holds the entries the appends wrote for the batches kept")
+		})
+	}
+}
+
 func TestRecoveryTruncatesAtACorruptBatchAndDropsLaterSegments(t *testing.T) {
 	h := newLogHarness(t, smallConfig())
 	l := h.open(Options{})
@@ -103,6 +182,8 @@ func TestRecoveryTruncatesAtACorruptBatchAndDropsLaterSegments(t *testing.T) {
 	require.Equal(t, hdr.BaseOffset, r.EndOffset(), "the log ends where the corrupt batch began")
 	require.Equal(t, batches[:victimBatch], readAll(t, r, 0))
 	require.Len(t, r.Segments(), 2, "every segment after the corrupt one is deleted")
+	require.Equal(t, indexBytes(t, h.dir, segs[0].BaseOffset, indexSuffix), indexBytes(t, crashed.dir, segs[0].BaseOffset, indexSuffix),
+		"a segment recovery scanned and kept whole has the index its appends built, trimmed")
 	for _, name := range segmentFiles(t, crashed.dir) {
 		require.Contains(t, []string{segmentName(segs[0].BaseOffset), segmentName(segs[1].BaseOffset)}, name[:20])
 	}

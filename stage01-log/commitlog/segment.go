@@ -254,6 +254,9 @@ func (s *segment) rebuildIndexes(limit int64) (validBytes int64, err error) {
 	s.maxTimestamp, s.offsetOfMaxTimestamp, s.timestampsLoaded = -1, s.baseOffset, true
 	s.rollingBasedTimestamp = -1
 
+	// exercise 01.4: scan a segment batch by batch, stopping at the first bad one
+	// hint: newBatchScanner(s.file, 0, size, recoveryWindow).next(true) reads one whole batch and checks its size, magic and CRC, or says io.EOF; refuse offsets that go back or reach limit (record.ErrInvalidRecord), index each good batch with s.indexBatch, and return where the first bad one starts
+	// tests: TestASegmentScanStopsAtTheFirstBadBatch, TestMissingIndexesAreRebuiltIdentically, TestCorruptIndexesAreRebuilt
 	fi, err := s.file.Stat()
 	if err != nil {
 		return 0, fmt.Errorf("stat segment %s: %w", segmentName(s.baseOffset), err)
@@ -279,6 +282,7 @@ func (s *segment) rebuildIndexes(limit int64) (validBytes int64, err error) {
 		}
 		next = h.NextOffset()
 	}
+	// end exercise
 }
 
 // indexBatch updates the segment's timestamps and indexes for the batch

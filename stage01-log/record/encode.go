@@ -108,6 +108,9 @@ func AppendBatch(dst []byte, b *Batch) ([]byte, error) {
 // buffer as the record arrives and calls PutHeader when the batch is
 // closed; AppendBatch does the same in one call.
 func PutHeader(batch []byte, h *BatchHeader) {
+	// exercise 01.2: write a batch's header and its CRC
+	// hint: each field big-endian at its ...Pos constant (binary.BigEndian.PutUint64, PutUint32, PutUint16); the length counts the bytes after the length field; the CRC goes last, since it covers the header from the attributes on (Checksum)
+	// tests: TestGoldenBatchBytes, TestPutHeaderBuildsABatchInPlace, TestOffsetAndEpochStampingKeepCRCValid
 	be := binary.BigEndian
 	be.PutUint64(batch[baseOffsetPos:], uint64(h.BaseOffset))
 	be.PutUint32(batch[lengthPos:], uint32(len(batch)-LogOverhead))
@@ -122,6 +125,7 @@ func PutHeader(batch []byte, h *BatchHeader) {
 	be.PutUint32(batch[baseSequencePos:], uint32(h.BaseSequence))
 	be.PutUint32(batch[recordsCountPos:], uint32(h.NumRecords))
 	be.PutUint32(batch[crcPos:], Checksum(batch))
+	// end exercise
 }
 
 // AppendEmptyBatch appends a batch header with no records, as Kafka's

@@ -10,12 +10,16 @@ import "math/bits"
 // appendVarint appends v as a zigzag varint. Kafka's varint (int32) and
 // varlong (int64) share the encoding; only the range differs.
 func appendVarint(dst []byte, v int64) []byte {
+	// exercise 01.1: encode a zigzag varint
+	// hint: zigzag first, uint64(v<<1) ^ uint64(v>>63), so that -1 is 1 and 1 is 2; then 7 bits a byte, the low group first, 0x80 set on every byte but the last
+	// tests: TestVarintEncoding
 	u := uint64(v<<1) ^ uint64(v>>63)
 	for u >= 0x80 {
 		dst = append(dst, byte(u)|0x80)
 		u >>= 7
 	}
 	return append(dst, byte(u))
+	// end exercise
 }
 
 // varintLen is the number of bytes appendVarint uses for v.

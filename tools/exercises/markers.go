@@ -1,0 +1,428 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+)
+
+// Exercise is one marked region of the reference: a learner's task. In the
+// source it reads
+//
+//	// exercise 01.2: find the segment that holds an offset
+//	// hint: the segments are sorted by base offset; ...
+//	// tests: TestReadFindsTheRightSegment, ./cluster.TestX
+//	...the reference code, the region...
+//	// end exercise
+//
+// and the markers stay in a learner's copy, around the panic that replaces
+// the region, so that the tool can find the task again there.
+type Exercise struct {
+	ID     string    // "01.2": the stage, then the exercise's number in it
+	Stage  string    // "01"
+	Title  string    // what to write, one line
+	Hint   string    // one line that helps without giving the answer away
+	Tests  []TestRef // the tests that grade it
+	Module string    // the stage's module folder, "stage01-log"
+	File   string    // slash path from the repository root
+	Line   int       // the opening marker's line, from 1
+	End    int       // the "// end exercise" line
+	Doc    string    // the stage's chapter, "docs/01-log.md", or "" when there is none
+	Blank  bool      // the region is the exercise's panic: nobody has written it yet
+
+	codeFrom int    // the region's first line, after the header lines
+	indent   string // the opening marker's indentation, which the panic keeps
+}
+
+// TestRef names a test function and the package that holds it.
+type TestRef struct {
+	Pkg  string // the package's folder relative to the module: "./record", or "." for the module's root
+	Name string // TestSomething
+}
+
+func (r TestRef) String() string { return r.Pkg + "." + r.Name }
+
+// Where is the exercise's place for a person: file:line.
+func (e *Exercise) Where() string { return fmt.Sprintf("%s:%d", e.File, e.Line) }
+
+// Message is what the blanked region panics with: the task and where it is
+// explained.
+func (e *Exercise) Message() string {
+	see := "see docs/, Your turn"
+	if e.Doc != "" {
+		see = "see " + e.Doc + ", Your turn"
+	}
+	return fmt.Sprintf("exercise %s: %s (%s)", e.ID, e.Title, see)
+}
+
+// Pkgs are the packages holding the exercise's tests, in order of first mention.
+func (e *Exercise) Pkgs() []string {
+	var pkgs []string
+	for _, t := range e.Tests {
+		if !slices.Contains(pkgs, t.Pkg) {
+			pkgs = append(pkgs, t.Pkg)
+		}
+	}
+	return pkgs
+}
+
+var (
+	// A line that means to open an exercise; openRe is the form it must have.
+	openAttempt = regexp.MustCompile(`^//\s*exercise\s+\d`)
+	openRe      = regexp.MustCompile(`^// exercise (\d\d)\.([1-9]\d*): (\S.*)$`)
+	endAttempt  = regexp.MustCompile(`^//\s*end\s+exercise`)
+	hintRe      = regexp.MustCompile(`^// hint:\s*(.*)$`)
+	testsRe     = regexp.MustCompile(`^// tests:\s*(.*)$`)
+	testNameRe  = regexp.MustCompile(`^(Test|Example|Fuzz)[A-Za-z0-9_]*$`)
+	stageDirRe  = regexp.MustCompile(`^stage(\d\d)-`)
+	panicPrefix = `panic("exercise `
+)
+
+// markerError is a malformed marker, named by file and line.
+type markerError struct {
+	file string
+	line int
+	msg  string
+}
+
+func (e *markerError) Error() string { return fmt.Sprintf("%s:%d: %s", e.file, e.line, e.msg) }
+
+// parseExercises finds the exercises of one Go file. file is its slash path
+// from the repository root, module its stage folder (stageNN-...). Every
+// malformed marker is reported, joined in one error.
+func parseExercises(file, module string, src []byte) ([]*Exercise, error) {
+	var errs []error
+	fail := func(line int, format string, args ...any) {
+		errs = append(errs, &markerError{file, line, fmt.Sprintf(format, args...)})
+	}
+	moduleStage := ""
+	if m := stageDirRe.FindStringSubmatch(module); m != nil {
+		moduleStage = m[1]
+	}
+	lines := strings.Split(string(src), "\n")
+	var exs []*Exercise
+	var open *Exercise
+	for i := 0; i < len(lines); i++ {
+		n := i + 1
+		text := strings.TrimSpace(lines[i])
+		switch {
+		case openAttempt.MatchString(text):
+			m := openRe.FindStringSubmatch(text)
+			if m == nil {
+				fail(n, "malformed exercise marker %q: want // exercise NN.M: title", text)
+				continue
+			}
+			if open != nil {
+				fail(n, "exercise %s.%s opens inside exercise %s (opened at line %d): exercises do not nest", m[1], m[2], open.ID, open.Line)
+				continue
+			}
+			e := &Exercise{ID: m[1] + "." + m[2], Stage: m[1], Title: strings.TrimSpace(m[3]), Module: module,
+				File: file, Line: n, indent: lines[i][:len(lines[i])-len(strings.TrimLeft(lines[i], " \t"))]}
+			if e.Stage != moduleStage {
+				fail(n, "exercise %s belongs to stage %s, but %s is in %s", e.ID, e.Stage, file, module)
+			}
+			// The header: a hint line and a tests line, in either order,
+			// directly after the opening line.
+			j := i + 1
+			sawHint, sawTests := false, false
+			for ; j < len(lines); j++ {
+				h := strings.TrimSpace(lines[j])
+				if m := hintRe.FindStringSubmatch(h); m != nil && !sawHint {
+					sawHint, e.Hint = true, strings.TrimSpace(m[1])
+				} else if m := testsRe.FindStringSubmatch(h); m != nil && !sawTests {
+					sawTests = true
+					tests, err := parseTests(m[1], module, file)
+					if err != nil {
+						fail(j+1, "exercise %s: %v", e.ID, err)
+					}
+					e.Tests = tests
+				} else {
+					break
+				}
+			}
+			switch {
+			case !sawTests:
+				fail(n, "exercise %s has no // tests: line after its opening line: name the tests that grade it", e.ID)
+			case len(e.Tests) == 0:
+				fail(n, "exercise %s: its // tests: line names no test", e.ID)
+			}
+			if !sawHint || e.Hint == "" {
+				fail(n, "exercise %s has no // hint: line after its opening line", e.ID)
+			}
+			e.codeFrom = j + 1
+			i = j - 1
+			open = e
+		case endAttempt.MatchString(text):
+			if text != "// end exercise" {
+				fail(n, "malformed end marker %q: want // end exercise", text)
+				continue
+			}
+			if open == nil {
+				fail(n, "// end exercise without an exercise open")
+				continue
+			}
+			open.End = n
+			if open.codeFrom >= n {
+				fail(open.Line, "exercise %s has no code between its header and its end", open.ID)
+			}
+			exs = append(exs, open)
+			open = nil
+		}
+	}
+	if open != nil {
+		fail(open.Line, "exercise %s is never closed: no // end exercise after it", open.ID)
+	}
+	for _, e := range exs {
+		e.Blank = isBlank(lines[e.codeFrom-1:e.End-1], e.ID)
+	}
+	if len(exs) > 0 {
+		errs = append(errs, checkPlacement(file, src, exs)...)
+	}
+	seen := map[string]*Exercise{}
+	for _, e := range exs {
+		if first, ok := seen[e.ID]; ok {
+			fail(e.Line, "exercise %s is marked twice: also at line %d", e.ID, first.Line)
+		}
+		seen[e.ID] = e
+	}
+	return exs, errors.Join(errs...)
+}
+
+// isBlank reports whether a region is nothing but the exercise's panic.
+func isBlank(region []string, id string) bool {
+	var code []string
+	for _, l := range region {
+		if t := strings.TrimSpace(l); t != "" {
+			code = append(code, t)
+		}
+	}
+	return len(code) == 1 && strings.HasPrefix(code[0], panicPrefix+id+":")
+}
+
+// parseTests reads a tests line: comma-separated test names, each in the
+// marker's own package unless written as pkgpath.TestName, with pkgpath
+// relative to the module ("./cluster.TestX").
+func parseTests(list, module, file string) ([]TestRef, error) {
+	ownPkg := pkgOf(file, module)
+	var refs []TestRef
+	for _, item := range strings.Split(list, ",") {
+		item = strings.TrimSpace(item)
+		if item == "" {
+			continue
+		}
+		ref := TestRef{Pkg: ownPkg, Name: item}
+		if i := strings.LastIndex(item, "."); i >= 0 {
+			ref.Pkg, ref.Name = path.Clean(item[:i]), item[i+1:]
+			if !strings.HasPrefix(item, "./") && ref.Pkg != "." {
+				return nil, fmt.Errorf("test %q: write another package's test as ./path/to/pkg.TestName, relative to the module", item)
+			}
+			if ref.Pkg != "." {
+				ref.Pkg = "./" + ref.Pkg
+			}
+		}
+		if !testNameRe.MatchString(ref.Name) {
+			return nil, fmt.Errorf("%q is not the name of a test function (TestX, ExampleX or FuzzX; no subtests)", item)
+		}
+		if !slices.Contains(refs, ref) {
+			refs = append(refs, ref)
+		}
+	}
+	return refs, nil
+}
+
+// pkgOf is the package folder of a file (a slash path from the root) as
+// the module's go commands name it: "./record", or "." at the module's root.
+func pkgOf(file, module string) string {
+	if rel := strings.TrimPrefix(path.Dir(file), module); rel != "" {
+		return "." + rel
+	}
+	return "."
+}
+
+// checkPlacement checks, with the parsed file, that each region lies in a
+// function body and starts and ends in the same block, so that replacing
+// it with one statement leaves Go.
+func checkPlacement(file string, src []byte, exs []*Exercise) []error {
+	fset := token.NewFileSet()
+	f, err := parser.ParseFile(fset, file, src, parser.SkipObjectResolution)
+	if err != nil {
+		return []error{fmt.Errorf("%s: does not parse: %w", file, err)}
+	}
+	line := func(p token.Pos) int { return fset.Position(p).Line }
+	type block struct{ from, to int } // the lines of { and }
+	var bodies, blocks []block
+	ast.Inspect(f, func(n ast.Node) bool {
+		switch n := n.(type) {
+		case *ast.FuncDecl:
+			if n.Body != nil {
+				bodies = append(bodies, block{line(n.Body.Lbrace), line(n.Body.Rbrace)})
+			}
+		case *ast.FuncLit:
+			bodies = append(bodies, block{line(n.Body.Lbrace), line(n.Body.Rbrace)})
+		case *ast.BlockStmt:
+			blocks = append(blocks, block{line(n.Lbrace), line(n.Rbrace)})
+		}
+		return true
+	})
+	innermost := func(l int, in []block) (block, bool) {
+		best, found := block{}, false
+		for _, b := range in {
+			if b.from < l && l < b.to && (!found || b.to-b.from < best.to-best.from) {
+				best, found = b, true
+			}
+		}
+		return best, found
+	}
+	var errs []error
+	for _, e := range exs {
+		if _, ok := innermost(e.Line, bodies); !ok {
+			errs = append(errs, &markerError{file, e.Line, fmt.Sprintf("exercise %s is outside a function body: a region must be statements of a function", e.ID)})
+			continue
+		}
+		if a, _ := innermost(e.Line, blocks); a != func() block { b, _ := innermost(e.End, blocks); return b }() {
+			errs = append(errs, &markerError{file, e.End, fmt.Sprintf("exercise %s ends in another block than it starts (line %d): a region must be whole statements of one block", e.ID, e.Line)})
+		}
+	}
+	return errs
+}
+
+// findExercises finds every exercise in the stage modules (stageNN-*) under
+// root, in the stages asked for (all when stages is empty). Exercises come
+// sorted by stage and number. Malformed markers anywhere in those stages
+// are an error naming each of them.
+func findExercises(root string, stages []string) ([]*Exercise, error) {
+	modules, err := stageModules(root, stages)
+	if err != nil {
+		return nil, err
+	}
+	var all []*Exercise
+	var errs []error
+	for _, module := range modules {
+		err := filepath.WalkDir(filepath.Join(root, module), func(p string, d fs.DirEntry, err error) error {
+			if err != nil {
+				return err
+			}
+			name := d.Name()
+			if d.IsDir() {
+				if p != filepath.Join(root, module) && (name == "testdata" || name == "vendor" || strings.HasPrefix(name, ".") || strings.HasPrefix(name, "_")) {
+					return filepath.SkipDir
+				}
+				return nil
+			}
+			if !strings.HasSuffix(name, ".go") || strings.HasSuffix(name, "_test.go") {
+				return nil
+			}
+			src, err := os.ReadFile(p)
+			if err != nil {
+				return err
+			}
+			if !strings.Contains(string(src), "exercise") {
+				return nil
+			}
+			rel, err := filepath.Rel(root, p)
+			if err != nil {
+				return err
+			}
+			exs, perr := parseExercises(filepath.ToSlash(rel), module, src)
+			if perr != nil {
+				errs = append(errs, perr)
+			}
+			all = append(all, exs...)
+			return nil
+		})
+		if err != nil {
+			return nil, err
+		}
+	}
+	seen := map[string]*Exercise{}
+	for _, e := range all {
+		if first, ok := seen[e.ID]; ok && first.File != e.File {
+			errs = append(errs, &markerError{e.File, e.Line, fmt.Sprintf("exercise %s is marked twice: also at %s", e.ID, first.Where())})
+		}
+		seen[e.ID] = e
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	docs, _ := filepath.Glob(filepath.Join(root, "docs", "*.md"))
+	for _, e := range all {
+		for _, d := range docs {
+			if strings.HasPrefix(filepath.Base(d), e.Stage+"-") {
+				e.Doc = "docs/" + filepath.Base(d)
+				break
+			}
+		}
+	}
+	slices.SortFunc(all, func(a, b *Exercise) int { return compareIDs(a.ID, b.ID) })
+	return all, nil
+}
+
+// compareIDs orders "01.2" before "01.10".
+func compareIDs(a, b string) int {
+	as, an, _ := strings.Cut(a, ".")
+	bs, bn, _ := strings.Cut(b, ".")
+	if c := strings.Compare(as, bs); c != 0 {
+		return c
+	}
+	if c := len(an) - len(bn); c != 0 {
+		return c
+	}
+	return strings.Compare(an, bn)
+}
+
+// stageModules lists the stage folders under root, stageNN-*, in order,
+// keeping those of the stages asked for (all when stages is empty).
+func stageModules(root string, stages []string) ([]string, error) {
+	entries, err := os.ReadDir(root)
+	if err != nil {
+		return nil, err
+	}
+	var modules []string
+	found := map[string]bool{}
+	for _, e := range entries {
+		m := stageDirRe.FindStringSubmatch(e.Name())
+		if !e.IsDir() || m == nil {
+			continue
+		}
+		if len(stages) == 0 || slices.Contains(stages, m[1]) {
+			modules = append(modules, e.Name())
+			found[m[1]] = true
+		}
+	}
+	for _, s := range stages {
+		if !found[s] {
+			return nil, fmt.Errorf("stage %s: no folder stage%s-* in %s", s, s, root)
+		}
+	}
+	return modules, nil
+}
+
+// parseStages reads a -stages value: "01,02" (or "1,2").
+func parseStages(v string) ([]string, error) {
+	var stages []string
+	for _, s := range strings.Split(v, ",") {
+		s = strings.TrimSpace(s)
+		if s == "" {
+			continue
+		}
+		if len(s) == 1 {
+			s = "0" + s
+		}
+		if len(s) != 2 || s[0] < '0' || s[0] > '9' || s[1] < '0' || s[1] > '9' {
+			return nil, fmt.Errorf("stage %q: want a stage number such as 01", s)
+		}
+		if !slices.Contains(stages, s) {
+			stages = append(stages, s)
+		}
+	}
+	return stages, nil
+}

@@ -1,0 +1,258 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+)
+
+type verifyOptions struct {
+	Timeout time.Duration
+	Race    bool
+}
+
+// verify is the check CI runs on the reference, for the exercises of the
+// stages (every stage when empty):
+//
+//	(a) every exercise's tests exist and pass;
+//	(b) each exercise blanked alone makes at least one of its tests fail,
+//	    so none is ungraded (a blank that does not compile is its own error);
+//	(c) with every exercise of a stage blanked at once, each package of the
+//	    stage's module compiles: a learner's copy builds.
+//
+// Blanked files reach go through -overlay: nothing in the tree changes.
+func verify(w io.Writer, root string, stages []string, opts verifyOptions) error {
+	start := time.Now()
+	exs, err := findExercises(root, stages)
+	if err != nil {
+		return err
+	}
+	if len(exs) == 0 {
+		fmt.Fprintln(w, "verify: no exercises marked"+stagesPhrase(stages))
+		return nil
+	}
+	tmp, err := os.MkdirTemp("", "exercises-verify-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(tmp)
+	var problems []string
+	problem := func(format string, args ...any) {
+		msg := fmt.Sprintf(format, args...)
+		problems = append(problems, msg)
+		fmt.Fprintf(w, "    PROBLEM: %s\n", indentAfterFirst(msg, "      "))
+	}
+	fmt.Fprintf(w, "verify: %d exercises%s\n", len(exs), stagesPhrase(stages))
+
+	fmt.Fprintln(w, "(a) the reference passes every exercise's tests")
+	for _, e := range exs {
+		if e.Blank {
+			problem("exercise %s (%s) is blank in the reference: the reference must hold the solution", e.ID, e.Where())
+		}
+	}
+	keys, tests := testsByPackage(exs)
+	for _, k := range keys {
+		g := &goTester{Dir: filepath.Join(root, k.Module), Timeout: opts.Timeout, Race: opts.Race}
+		res, err := g.run(k.Pkg, tests[k])
+		if err != nil {
+			problem("%v", err)
+			continue
+		}
+		fmt.Fprintf(w, "  %s %s: %d tests (%s)\n", k.Module, k.Pkg, len(tests[k]), res.Elapsed.Round(100*time.Millisecond))
+		if res.BuildFailed {
+			problem("%s %s does not build:\n%s", k.Module, k.Pkg, res.BuildOutput)
+			continue
+		}
+		for _, name := range tests[k] {
+			r := res.Tests[name]
+			users := exercisesNaming(exs, k, name)
+			switch r.Status {
+			case testPass:
+			case testMissing:
+				problem("%s names %s, which %s %s does not have", users, name, k.Module, k.Pkg)
+			case testFail:
+				problem("%s fails on the reference (named by %s):\n%s", name, users, strings.Join(excerpt(r.Output, 20), "\n"))
+			default:
+				problem("%s %s on the reference (named by %s): %s", name, r.Status, users, lastLine(append(r.Output, res.Output...)))
+			}
+		}
+	}
+
+	fmt.Fprintln(w, "(b) each exercise, blanked alone, fails at least one of its tests")
+	for i, e := range exs {
+		if e.Blank {
+			continue
+		}
+		t0 := time.Now()
+		overlay, rename, err := writeOverlay(filepath.Join(tmp, fmt.Sprint("b", i)), root, []*Exercise{e})
+		if err != nil {
+			problem("blanking %s: %v", e.ID, err)
+			continue
+		}
+		var failing, others []string
+		var buildErr string
+		for _, pkg := range e.Pkgs() {
+			if len(failing) > 0 {
+				break
+			}
+			var names []string
+			for _, t := range e.Tests {
+				if t.Pkg == pkg {
+					names = append(names, t.Name)
+				}
+			}
+			g := &goTester{Dir: filepath.Join(root, e.Module), Overlay: overlay, Rename: rename, Timeout: opts.Timeout, Race: opts.Race,
+				FirstFailure: true} // one failing test is the proof; the rest need not run
+			res, err := g.run(pkg, names)
+			if err != nil {
+				buildErr = err.Error()
+				break
+			}
+			if res.BuildFailed {
+				buildErr = res.BuildOutput
+				break
+			}
+			for _, n := range names {
+				ref := TestRef{Pkg: pkg, Name: n}.String()
+				if res.Tests[n].Status == testFail {
+					failing = append(failing, ref)
+				} else {
+					others = append(others, ref+" "+res.Tests[n].Status)
+				}
+			}
+		}
+		took := time.Since(t0).Round(100 * time.Millisecond)
+		switch {
+		case buildErr != "":
+			fmt.Fprintf(w, "  %s %s: does not compile (%s)\n", e.ID, e.Title, took)
+			problem("blanking %s does not compile (a variable or import the region alone used? move it into the region):\n%s", e.ID, strings.TrimSpace(buildErr))
+		case len(failing) == 0:
+			fmt.Fprintf(w, "  %s %s: no test fails (%s)\n", e.ID, e.Title, took)
+			problem("blanking %s fails none of its tests (%s): name a test that needs the region", e.ID, strings.Join(others, ", "))
+		default:
+			fmt.Fprintf(w, "  %s %s: %s fails (%s)\n", e.ID, e.Title, strings.Join(failing, ", "), took)
+		}
+	}
+
+	fmt.Fprintln(w, "(c) with all of a stage's exercises blanked, its module compiles")
+	for _, st := range stagesOf(exs) {
+		var stageExs []*Exercise
+		for _, e := range exs {
+			if e.Stage == st {
+				stageExs = append(stageExs, e)
+			}
+		}
+		module := stageExs[0].Module
+		t0 := time.Now()
+		overlay, rename, err := writeOverlay(filepath.Join(tmp, "c"+st), root, stageExs)
+		if err != nil {
+			problem("blanking stage %s: %v", st, err)
+			continue
+		}
+		// go vet type-checks every package with its tests without linking
+		// them; unreachable code after a region's panic is expected.
+		cmd := exec.Command("go", "vet", "-unreachable=false", "-overlay", overlay, "./...")
+		cmd.Dir = filepath.Join(root, module)
+		out, err := cmd.CombinedOutput()
+		took := time.Since(t0).Round(100 * time.Millisecond)
+		if err != nil {
+			fmt.Fprintf(w, "  stage %s (%s): does not compile (%s)\n", st, module, took)
+			msg := string(out)
+			for from, to := range rename {
+				msg = strings.ReplaceAll(msg, from, to)
+			}
+			problem("with every exercise of stage %s blanked, %s does not compile:\n%s", st, module, strings.TrimSpace(msg))
+			continue
+		}
+		fmt.Fprintf(w, "  stage %s (%s): %d exercises blanked, every package compiles (%s)\n", st, module, len(stageExs), took)
+	}
+
+	took := time.Since(start).Round(time.Second)
+	if len(problems) > 0 {
+		fmt.Fprintf(w, "\nverify: %d problems with %d exercises (%s):\n", len(problems), len(exs), took)
+		for _, p := range problems {
+			fmt.Fprintf(w, "  - %s\n", indentAfterFirst(p, "    "))
+		}
+		return errReported
+	}
+	fmt.Fprintf(w, "\nverify: %d exercises%s: all pass on the reference, each is graded by a test that fails when it is blank, every blanked stage compiles (%s)\n",
+		len(exs), stagesPhrase(stages), took)
+	return nil
+}
+
+// writeOverlay writes, under dir, the files of blank with those exercises
+// blanked (other exercises in the same files stay), and a go
+// -overlay file mapping each original to its copy. rename maps the copies'
+// paths back to the originals' for messages.
+func writeOverlay(dir, root string, blank []*Exercise) (overlay string, rename map[string]string, err error) {
+	replace := map[string]string{}
+	rename = map[string]string{}
+	for i, file := range sortedKeys(byFile(blank)) {
+		src, err := os.ReadFile(filepath.Join(root, filepath.FromSlash(file)))
+		if err != nil {
+			return "", nil, err
+		}
+		var these []*Exercise
+		for _, e := range blank {
+			if e.File == file {
+				these = append(these, e)
+			}
+		}
+		out, err := blankKeepingLines(file, src, these)
+		if err != nil {
+			return "", nil, err
+		}
+		copyDir := filepath.Join(dir, fmt.Sprint(i))
+		if err := os.MkdirAll(copyDir, 0o755); err != nil {
+			return "", nil, err
+		}
+		copyPath := filepath.Join(copyDir, filepath.Base(file))
+		if err := os.WriteFile(copyPath, out, 0o644); err != nil {
+			return "", nil, err
+		}
+		original := filepath.Join(root, filepath.FromSlash(file))
+		replace[original] = copyPath
+		rename[copyPath] = file
+	}
+	data, err := json.Marshal(map[string]any{"Replace": replace})
+	if err != nil {
+		return "", nil, err
+	}
+	overlay = filepath.Join(dir, "overlay.json")
+	return overlay, rename, os.WriteFile(overlay, data, 0o644)
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}
+
+// exercisesNaming lists the exercises that name a test: "exercise 01.2",
+// "exercises 01.2, 01.3".
+func exercisesNaming(exs []*Exercise, k pkgKey, name string) string {
+	var ids []string
+	for _, e := range exs {
+		if e.Module == k.Module && slices.Contains(e.Tests, TestRef{Pkg: k.Pkg, Name: name}) {
+			ids = append(ids, e.ID)
+		}
+	}
+	if len(ids) == 1 {
+		return "exercise " + ids[0]
+	}
+	return "exercises " + strings.Join(ids, ", ")
+}
+
+// indentAfterFirst indents every line of s but the first.
+func indentAfterFirst(s, indent string) string {
+	return strings.ReplaceAll(strings.TrimRight(s, "\n"), "\n", "\n"+indent)
+}

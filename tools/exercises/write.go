@@ -1,0 +1,203 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+)
+
+// manifestName is the file in a learner's copy that says what was blanked
+// and from which commit.
+const manifestName = ".exercises.json"
+
+// manifest is the content of manifestName.
+type manifest struct {
+	SourceCommit string   `json:"source_commit"`          // the reference's HEAD, "" outside git
+	SourceDirty  bool     `json:"source_dirty,omitempty"` // the reference had uncommitted changes to tracked files
+	Stages       []string `json:"stages_blanked"`         // the stages whose exercises were blanked
+	Exercises    []string `json:"exercises_blanked"`      // their ids
+}
+
+// write copies the workbook at root into dir with the exercises of stages
+// (every stage when empty) blanked. The copy holds the files git tracks
+// (the whole tree but .git outside git), as they are in the working tree.
+func write(w io.Writer, root, dir string, stages []string) error {
+	dir, err := filepath.Abs(dir)
+	if err != nil {
+		return err
+	}
+	if rel, err := filepath.Rel(root, dir); err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
+		return fmt.Errorf("-dir %s is inside the workbook %s: write the learner's copy beside it, e.g. ../my-workbook", dir, root)
+	}
+	if entries, err := os.ReadDir(dir); err == nil && len(entries) > 0 {
+		return fmt.Errorf("-dir %s is not empty: give a new folder", dir)
+	} else if err != nil && !os.IsNotExist(err) {
+		return err
+	}
+	exs, err := findExercises(root, stages)
+	if err != nil {
+		return err
+	}
+	blanked := map[string][]byte{} // slash path from root -> the file's blanked content
+	for file, fileExs := range byFile(exs) {
+		src, err := os.ReadFile(filepath.Join(root, filepath.FromSlash(file)))
+		if err != nil {
+			return err
+		}
+		if blanked[file], err = blankFile(file, src, fileExs); err != nil {
+			return err
+		}
+	}
+	files, fromGit, err := workbookFiles(root)
+	if err != nil {
+		return err
+	}
+	for file := range blanked {
+		if !slices.Contains(files, file) {
+			files = append(files, file) // an exercise in a file git does not track yet
+		}
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	copied := 0
+	for _, file := range files {
+		ok, err := copyFile(root, dir, file, blanked[file])
+		if err != nil {
+			return err
+		}
+		if ok {
+			copied++
+		}
+	}
+	m := manifest{Stages: stages, Exercises: []string{}}
+	if len(stages) == 0 {
+		m.Stages = []string{}
+		for _, e := range exs {
+			if !slices.Contains(m.Stages, e.Stage) {
+				m.Stages = append(m.Stages, e.Stage)
+			}
+		}
+	}
+	for _, e := range exs {
+		m.Exercises = append(m.Exercises, e.ID)
+	}
+	m.SourceCommit, m.SourceDirty = gitCommit(root)
+	data, err := json.MarshalIndent(m, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(dir, manifestName), append(data, '\n'), 0o644); err != nil {
+		return err
+	}
+
+	source := "every file git tracks"
+	if !fromGit {
+		source = "every file (no git here)"
+	}
+	fmt.Fprintf(w, "wrote a learner's copy of %s to %s: %d files, %s\n", root, dir, copied, source)
+	if len(exs) == 0 {
+		fmt.Fprintf(w, "no exercises are marked%s: nothing was blanked\n", stagesPhrase(stages))
+		return nil
+	}
+	fmt.Fprintf(w, "blanked %d exercises%s:\n", len(exs), stagesPhrase(m.Stages))
+	for _, e := range exs {
+		fmt.Fprintf(w, "  %s  %s  (%s)\n", e.ID, e.Title, e.Where())
+	}
+	first := m.Stages[0]
+	fmt.Fprintf(w, "next: cd %s && make check STAGE=%s   (or: go run ./tools/exercises check -stage %s)\n", dir, first, first)
+	return nil
+}
+
+// byFile groups exercises by their file.
+func byFile(exs []*Exercise) map[string][]*Exercise {
+	files := map[string][]*Exercise{}
+	for _, e := range exs {
+		files[e.File] = append(files[e.File], e)
+	}
+	return files
+}
+
+// workbookFiles lists the files to copy, slash paths from root: those git
+// tracks, or every file outside .git when git cannot say.
+func workbookFiles(root string) (files []string, fromGit bool, err error) {
+	out, gitErr := exec.Command("git", "-C", root, "ls-files", "-z").Output()
+	if gitErr == nil {
+		for _, f := range bytes.Split(out, []byte{0}) {
+			if len(f) > 0 {
+				files = append(files, string(f))
+			}
+		}
+		return files, true, nil
+	}
+	err = filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() && d.Name() == ".git" {
+			return filepath.SkipDir
+		}
+		if d.IsDir() {
+			return nil
+		}
+		rel, err := filepath.Rel(root, p)
+		if err != nil {
+			return err
+		}
+		files = append(files, filepath.ToSlash(rel))
+		return nil
+	})
+	return files, false, err
+}
+
+// copyFile copies root/file to dir/file with its mode, or writes content
+// there instead when it is not nil. A symlink is copied as a symlink. A
+// file git tracks but the working tree lacks (deleted, not yet committed)
+// is skipped: ok is false.
+func copyFile(root, dir, file string, content []byte) (ok bool, err error) {
+	src := filepath.Join(root, filepath.FromSlash(file))
+	dst := filepath.Join(dir, filepath.FromSlash(file))
+	fi, err := os.Lstat(src)
+	if os.IsNotExist(err) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	if fi.IsDir() {
+		return false, nil // a submodule: git lists its folder
+	}
+	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+		return false, err
+	}
+	if fi.Mode()&fs.ModeSymlink != 0 {
+		target, err := os.Readlink(src)
+		if err != nil {
+			return false, err
+		}
+		return true, os.Symlink(target, dst)
+	}
+	if content == nil {
+		if content, err = os.ReadFile(src); err != nil {
+			return false, err
+		}
+	}
+	return true, os.WriteFile(dst, content, fi.Mode().Perm())
+}
+
+// gitCommit is root's HEAD, and whether tracked files changed since.
+func gitCommit(root string) (commit string, dirty bool) {
+	out, err := exec.Command("git", "-C", root, "rev-parse", "HEAD").Output()
+	if err != nil {
+		return "", false
+	}
+	status, err := exec.Command("git", "-C", root, "status", "--porcelain", "--untracked-files=no").Output()
+	return strings.TrimSpace(string(out)), err == nil && len(bytes.TrimSpace(status)) > 0
+}
