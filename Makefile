@@ -15,6 +15,7 @@ TESTFLAGS ?= -race -count=1 -timeout 15m
 BENCHFLAGS ?= -run '^$$' -benchmem -count=1
 
 .PHONY: help run run-stage03 cluster cluster-down test lint vet fmt bench bench-cluster fuzz faults images deps-test deps-kcat deps-images deps-compose $(MODULES:%=test-%) \
+	exercises check exercises-verify \
 	stage01 stage02 stage03 stage04 stage05 stage06 final
 
 help:
@@ -30,6 +31,8 @@ help:
 	@echo "make fuzz      run each fuzz target for FUZZTIME (default 2m)"
 	@echo "make faults    the long randomized fault suite (SEED=, FAULTS= or DURATION=, KINDS=)"
 	@echo "make images    build the container images (ZooKeeper, brokers)"
+	@echo "make exercises DIR=../my-workbook STAGES=01   a learner's copy: those stages' exercises blank"
+	@echo "make check STAGE=01   in a learner's copy: which of the stage's exercises pass (no STAGE: every stage)"
 
 # The final cluster in containers (final/cmd/cluster demo): 3 ZooKeeper
 # servers, 3 brokers, Prometheus; a producer and a consumer through the kill
@@ -61,7 +64,7 @@ cluster: images
 cluster-down:
 	$(GO) run ./final/cmd/cluster $(CLUSTER_FLAGS) down
 
-test: deps-test lint $(MODULES:%=test-%)
+test: deps-test lint $(MODULES:%=test-%) exercises-verify
 
 # What the tests need on the machine beyond Go: kcat from stage 02 on, the
 # container images from stage 05 on, docker-compose for the final Compose
@@ -116,6 +119,27 @@ vet:
 			echo "stage03-replication/replica imports stage02-reactor/broker: keep it to stage 02's store, protocol and network"; exit 1; \
 		fi; \
 	fi
+
+# Exercise mode (tools/exercises, chapter sections "Your turn"): a
+# learner's copy of the workbook in which the chosen stages' exercises are
+# blank (each panics with its name) and everything else is solved; the
+# stages' own tests grade it. exercises-verify is the check `make test`
+# runs on the reference: every exercise's tests pass, each exercise blanked
+# alone fails one of them, and each stage with all its exercises blanked
+# compiles. In a learner's copy (.exercises.json) it points to make check.
+DIR ?=
+STAGES ?=
+STAGE ?=
+exercises:
+	@if [ -z "$(DIR)" ]; then echo "make exercises DIR=../my-workbook [STAGES=01,02]: DIR is the learner's copy to write (new or empty)"; exit 2; fi
+	$(GO) run ./tools/exercises write -dir $(DIR) $(if $(STAGES),-stages $(STAGES))
+
+check:
+	$(GO) run ./tools/exercises check $(if $(STAGE),-stage $(STAGE))
+
+exercises-verify:
+	@if [ -f .exercises.json ]; then echo "exercises-verify: this is a learner's copy (.exercises.json); make check STAGE=NN grades it"; \
+	else $(GO) run ./tools/exercises verify; fi
 
 bench:
 	@set -e; for m in $(MODULES); do (cd $$m && $(GO) test $(BENCHFLAGS) -bench . ./...); done
