@@ -18,6 +18,9 @@ import (
 // an out-of-sync replica, so what the ISR had and it lacks is lost
 // (stage 04's Jepsen story).
 func offlineElection(replicas, inSync []int32, live func(int32) bool, unclean bool) (leader int32, newISR []int32, ok bool) {
+	// exercise 05.2: elect a dead leader's successor from the ISR
+	// hint: walk replicas (the assignment, the preference order), not inSync; the first that is live and in the ISR (slices.Contains) leads, and the new ISR is liveISR(inSync, live); with unclean, and only when no ISR member is live, the first live replica leads with an ISR of itself; nobody: -1, nil, false
+	// tests: TestOfflineElectionTakesTheFirstLiveISRMemberInAssignmentOrder
 	for _, r := range replicas {
 		if live(r) && slices.Contains(inSync, r) {
 			return r, liveISR(inSync, live), true
@@ -31,6 +34,7 @@ func offlineElection(replicas, inSync []int32, live func(int32) bool, unclean bo
 		}
 	}
 	return -1, nil, false
+	// end exercise
 }
 
 // controlledShutdownElection moves the leadership off a broker that is
@@ -72,6 +76,9 @@ func liveISR(inSync []int32, live func(int32) bool) []int32 {
 // empty: its last member stays, so that when it comes back it can be
 // elected cleanly, having everything that was committed.
 func withoutReplicas(s isr.PartitionState, gone func(int32) bool) isr.PartitionState {
+	// exercise 05.3: take dead brokers out of a partition's ISR, never emptying it
+	// hint: copy s and keep the ISR members that are not gone, in order; if that leaves none, keep one of the old members (the leader if it was in the ISR, else the first) so that it may be elected cleanly when it returns; a gone leader becomes -1
+	// tests: TestADeadBrokerLeavesTheISRButTheISRNeverEmpties
 	out := s
 	out.ISR = nil
 	for _, r := range s.ISR {
@@ -90,4 +97,5 @@ func withoutReplicas(s isr.PartitionState, gone func(int32) bool) isr.PartitionS
 		out.Leader = -1
 	}
 	return out
+	// end exercise
 }

@@ -313,6 +313,9 @@ func (d *delayedJoin) OnExpiration() {}
 // its JoinGroup answer: the leader with the member list, to compute the
 // assignment.
 func (c *Coordinator) completeJoin(g *Group) {
+	// exercise 05.4: end a rebalance's join phase: the next generation, and the leader gets the members
+	// hint: remove (clearHeartbeat, g.remove) every member whose awaitingJoin is nil, in join order (g.sortedMembers), so that a leader who did not rejoin hands over to the oldest that did; g.generation++; no member left: g.protocol "", transition to Empty, and c.store the empty group (groupKey, groupValue(g, nil)); otherwise g.selectProtocol(), transition to CompletingRebalance, and answer every member (c.answerJoin with c.joinResponse), no longer new, its session timer started (c.scheduleHeartbeat)
+	// tests: TestJoinGroupAsksForMemberIDThenCompletesAloneWithGenerationOne, TestFirstMemberLeadsAndFollowersSyncGroupWaitsForTheLeaders, TestMemberNotRejoiningWithinRebalanceTimeoutIsRemoved, TestAJoinedMemberThatNeverSyncsExpiresAndLeavesTheGroupEmpty, TestAFollowerWaitingForTheLeadersSyncGroupOutlivesItsSessionTimeout
 	for _, m := range g.sortedMembers() {
 		if m.awaitingJoin == nil {
 			c.logger.Info("removing a member that did not rejoin in time", "group", g.id, "member", m.id)
@@ -342,6 +345,7 @@ func (c *Coordinator) completeJoin(g *Group) {
 		m.isNew = false
 		c.scheduleHeartbeat(g, m, m.session)
 	}
+	// end exercise
 }
 
 // joinResponse is the JoinGroup answer for m in the current generation.
@@ -428,6 +432,9 @@ func (c *Coordinator) SyncGroup(req *kmsg.SyncGroupRequest, respond func(*kmsg.S
 		if req.MemberID != g.leader {
 			return
 		}
+		// exercise 05.5: store the leader's assignment, then give every member its part
+		// hint: keep req.GroupAssignment's entries for current members, and an empty one ([]byte{}) for any member it leaves out; c.store(g, groupKey, groupValue(g, assignments), done) appends them to __consumer_offsets, and only in done (under g.lock, and only if the group is still CompletingRebalance at this generation) are they applied: on an error every parked SyncGroup gets it and the group rebalances (c.maybeRebalance); on success set each member's assignment, transition to Stable, and answer the parked SyncGroups (c.answerSync, c.syncResponse) and restart their session timers
+		// tests: TestJoinGroupAsksForMemberIDThenCompletesAloneWithGenerationOne, TestFirstMemberLeadsAndFollowersSyncGroupWaitsForTheLeaders, TestSyncGroupWhoseAppendFailsRebalances
 		assignments := map[string][]byte{}
 		for _, a := range req.GroupAssignment {
 			if g.members[a.MemberID] != nil {
@@ -469,6 +476,7 @@ func (c *Coordinator) SyncGroup(req *kmsg.SyncGroupRequest, respond func(*kmsg.S
 				}
 			}
 		})
+		// end exercise
 	}
 }
 

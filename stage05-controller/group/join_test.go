@@ -334,3 +334,59 @@ func TestJoinGroupRefusesForeignProtocolsAndBeyondMaxSize(t *testing.T) {
 	// m1 and other's pending id make two: a third is refused.
 	require.Equal(t, code(kerr.GroupMaxSizeReached.Code), code(join(t, c, testGroup, newMember()).ErrorCode))
 }
+
+// The end of a join starts each member's session: a member that got its
+// JoinGroup answer and then says nothing (no SyncGroup, no heartbeat) is
+// removed after session.timeout.ms, not after the five minutes a new
+// member gets to join; with no member left, the next generation is Empty.
+func TestAJoinedMemberThatNeverSyncsExpiresAndLeavesTheGroupEmpty(t *testing.T) {
+	h := newHarness(t, nil)
+	c := h.coordinator(1)
+	m := newMember().timeouts(shortTime, longTime)
+	getID(t, c, testGroup, m)
+	resp := join(t, c, testGroup, m)
+	require.Zero(t, resp.ErrorCode, code(resp.ErrorCode))
+	require.Equal(t, int32(1), resp.Generation)
+	require.Equal(t, "CompletingRebalance", describe(t, c, testGroup).State)
+
+	require.Eventually(t, func() bool { return describe(t, c, testGroup).State == "Empty" }, waitFor, tick,
+		"the silent member was not removed after its session timeout")
+	require.Empty(t, describe(t, c, testGroup).Members)
+	m.gen = 2 // the empty group's generation: the join that found nobody
+	require.Equal(t, code(kerr.UnknownMemberID.Code), code(heartbeat(c, testGroup, m)))
+}
+
+// Kafka's hasSatisfiedHeartbeat: a member that joined in this rebalance
+// and now waits in SyncGroup for the leader's assignment cannot heartbeat,
+// so its session passing does not remove it; once its JoinGroup was
+// answered it is no longer new, which would not be kept.
+func TestAFollowerWaitingForTheLeadersSyncGroupOutlivesItsSessionTimeout(t *testing.T) {
+	h := newHarness(t, func(cfg *group.Config) { cfg.InitialRebalanceDelay = 200 * time.Millisecond })
+	c := h.coordinator(1)
+	m1, m2 := newMember().timeouts(shortTime, longTime), newMember().timeouts(shortTime, longTime)
+	getID(t, c, testGroup, m1)
+	getID(t, c, testGroup, m2)
+	j1, j2 := joinAsync(c, testGroup, m1), joinAsync(c, testGroup, m2)
+	r1, r2 := await(t, j1), await(t, j2)
+	adopt(m1, r1)
+	adopt(m2, r2)
+	require.Zero(t, r1.ErrorCode, code(r1.ErrorCode))
+	require.Zero(t, r2.ErrorCode, code(r2.ErrorCode))
+	require.Equal(t, m1.id, r1.LeaderID)
+
+	s2 := syncAsync(c, testGroup, m2, nil)
+	// The leader takes three session timeouts to assign, heartbeating
+	// meanwhile; the follower only waits.
+	for start := time.Now(); time.Since(start) < 3*shortTime; {
+		require.Equal(t, "NONE", code(heartbeat(c, testGroup, m1)))
+		noAnswerYet(t, s2, "the follower's SyncGroup before the leader's")
+		time.Sleep(tick)
+	}
+	require.Equal(t, []string{m1.id, m2.id}, memberIDs(describe(t, c, testGroup)), "the waiting follower is still a member")
+	a1 := await(t, syncAsync(c, testGroup, m1, assignAll(m1, m2)))
+	a2 := await(t, s2)
+	require.Zero(t, a1.ErrorCode, code(a1.ErrorCode))
+	require.Zero(t, a2.ErrorCode, code(a2.ErrorCode))
+	require.Equal(t, assignmentOf(m2.id), a2.MemberAssignment)
+	require.Equal(t, "Stable", describe(t, c, testGroup).State)
+}

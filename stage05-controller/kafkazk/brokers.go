@@ -187,6 +187,9 @@ func (c *Client) ElectController(brokerID int32, now time.Time) (ControllerEpoch
 			return ControllerEpoch{}, err
 		}
 	}
+	// exercise 05.1: run for controller: create /controller and bump /controller_epoch in one multi
+	// hint: c.multi with a zk.CreateRequest of the ephemeral ControllerPath (zk.FlagEphemeral, ControllerInfo{...}.Encode(), acl) and a zk.SetDataRequest of ControllerEpochPath to EncodeControllerEpoch(cur.Epoch+1) at cur.ZkVersion; it returns the failing op's index: NodeExists on the create or BadVersion on the set means another broker won (ErrControllerExists); the winner's ControllerEpoch keeps the version its set left (the response's Stat), which fences its later writes
+	// tests: TestZooKeeperLayout
 	next := cur.Epoch + 1
 	resp, i, err := c.multi(
 		&zk.CreateRequest{Path: ControllerPath, Data: ControllerInfo{BrokerID: brokerID, Timestamp: now}.Encode(), Acl: acl, Flags: zk.FlagEphemeral},
@@ -199,6 +202,7 @@ func (c *Client) ElectController(brokerID int32, now time.Time) (ControllerEpoch
 	default:
 		return ControllerEpoch{}, fmt.Errorf("kafkazk: controller election: %w", err)
 	}
+	// end exercise
 }
 
 // ResignController deletes /controller if this session owns it, so the
