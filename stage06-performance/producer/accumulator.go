@@ -171,6 +171,9 @@ func (a *accumulator) setPartitions(t *topicState, leaders []int32) {
 // a batch was opened: the partition's sender may have work.
 func (a *accumulator) append(ctx context.Context, p *partition, r *Record, ts int64, size int,
 	cb func(*Record, error), abortOnNewBatch bool) (opened bool, err error) {
+	// exercise 06.3: append a record to its partition's open batch, or open a new one
+	// hint: under p.mu, a.tryAppendLocked tries the last batch; if it did not take r, return errAbortForNewBatch when asked to, else take a buffer of max(a.cfg.BatchSize, record.HeaderSize+size) from a.pool.Allocate without holding p.mu (it may wait max.block.ms); under p.mu again try once more (another Produce may have opened a batch meanwhile: give the buffer back), else a.batches.get(p, buf, time.Now(), p.made, size), count p.made, append r to it and the batch to p.batches; record it in a.incomplete (a.incMu) for Flush
+	// tests: TestBatchesFillUpToBatchSize, TestARecordLargerThanBatchSizeGetsABufferOfItsOwn, TestAFullBatchLeavesWithoutWaitingOutLinger, TestEveryRecordIsAcknowledgedOnceWithTheOffsetItWasStoredAt, TestExhaustedBufferMemoryBlocksProduceThenFails
 	p.mu.Lock()
 	if a.tryAppendLocked(p, r, ts, cb) {
 		p.mu.Unlock()
@@ -200,6 +203,7 @@ func (a *accumulator) append(ctx context.Context, p *partition, r *Record, ts in
 	a.incomplete[b] = struct{}{}
 	a.incMu.Unlock()
 	return true, nil
+	// end exercise
 }
 
 // tryAppendLocked appends to the last batch if it is still open and has
@@ -283,6 +287,9 @@ func (a *accumulator) readyLocked(p *partition, broker int32, now time.Time, for
 		}
 		return b, 0
 	}
+	// exercise 06.4: decide whether a partition's front batch may leave now, or how long it lingers
+	// hint: a batch leaves at once when forced, when another batch follows it in p.batches, or when b.full(); otherwise it waits until b.created plus a.cfg.Linger, and says how long is left (as the retry branch above does with b.retryAt), so that its sender sleeps exactly that long
+	// tests: TestALoneRecordWaitsLingerMs, TestAFullBatchLeavesWithoutWaitingOutLinger, TestFlushSendsALingeringBatchAtOnce, TestBatchesFillUpToBatchSize
 	if forced || len(p.batches) > 1 || b.full() {
 		return b, 0
 	}
@@ -290,6 +297,7 @@ func (a *accumulator) readyLocked(p *partition, broker int32, now time.Time, for
 		return nil, d
 	}
 	return b, 0
+	// end exercise
 }
 
 // sequenceLocked gives b its producer id and base sequence the first

@@ -1,6 +1,7 @@
 package producer_test
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"testing"
@@ -33,6 +34,23 @@ func TestALoneRecordWaitsLingerMs(t *testing.T) {
 	require.GreaterOrEqual(t, took, linger)
 }
 
+// TestFlushSendsALingeringBatchAtOnce: Flush makes every batch ready,
+// so it returns as soon as the brokers answer, not after linger.ms.
+func TestFlushSendsALingeringBatchAtOnce(t *testing.T) {
+	addr := startBroker(t)
+	createTopic(t, []string{addr}, "flushed", 1, 1)
+	const linger = 10 * time.Second
+	p := newProducer(t, []string{addr}, "acks", "1", "linger.ms", fmt.Sprint(linger.Milliseconds()))
+	a := newAcks()
+	require.NoError(t, p.Produce(ctx(t), &producer.Record{Topic: "flushed", Value: []byte("lingering")}, a.callback))
+	start := time.Now()
+	flushCtx, cancel := context.WithTimeout(ctx(t), linger/3)
+	defer cancel()
+	require.NoError(t, p.Flush(flushCtx), "Flush waited for linger.ms")
+	require.Equal(t, 1, a.count())
+	t.Logf("Flush returned after %v with linger.ms=%d", time.Since(start), linger.Milliseconds())
+}
+
 // TestBatchesFillUpToBatchSize: records produced faster than linger.ms
 // travel in batches of at most batch.size bytes, each filled until the
 // next record did not fit, as the broker stores them.
@@ -60,6 +78,37 @@ func TestBatchesFillUpToBatchSize(t *testing.T) {
 	}
 	require.Equal(t, n, total)
 	t.Logf("%d records of %d bytes in %d batches of %d records", n, recordSize, len(batches), batches[0].NumRecords)
+}
+
+// TestARecordLargerThanBatchSizeGetsABufferOfItsOwn: a record that does
+// not fit in batch.size opens a batch whose buffer is sized for it, and
+// that buffer, counted against buffer.memory while it is out, comes back
+// whole (it is not pooled).
+func TestARecordLargerThanBatchSizeGetsABufferOfItsOwn(t *testing.T) {
+	addr := startBroker(t)
+	createTopic(t, []string{addr}, "large", 1, 1)
+	const batchSize, memory = 1024, 16 * 1024
+	p := newProducer(t, []string{addr}, "acks", "1", "batch.size", fmt.Sprint(batchSize), "buffer.memory", fmt.Sprint(memory),
+		"linger.ms", "1000")
+	a := newAcks()
+	values := []string{"small-0", "small-1", "large-" + strings.Repeat("L", 3*batchSize), "small-2"}
+	for _, v := range values {
+		require.NoError(t, p.Produce(ctx(t), &producer.Record{Topic: "large", Key: []byte("k"), Value: []byte(v)}, a.callback))
+	}
+	require.NoError(t, p.Flush(ctx(t)))
+	_, failed, _ := a.snapshot()
+	require.Empty(t, failed)
+	require.Equal(t, len(values), a.count())
+	var got []string
+	for _, r := range readAll(t, []string{addr}, "large") {
+		got = append(got, r.value)
+	}
+	require.Equal(t, values, got)
+	batches := storedBatches(t, addr, "large", 0)
+	require.Len(t, batches, 2, "the large record did not fit the first batch and opened one of its own")
+	require.Equal(t, int32(2), batches[0].NumRecords)
+	require.Greater(t, batches[1].Size(), batchSize)
+	require.Equal(t, int64(memory), p.BufferPool().Available(), "every byte is back in the pool, no more, no less")
 }
 
 // TestAFullBatchLeavesWithoutWaitingOutLinger: a record that does not fit

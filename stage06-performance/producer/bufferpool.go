@@ -113,6 +113,9 @@ func (p *BufferPool) Allocate(ctx context.Context, size int, maxBlock time.Durat
 // if needed (Kafka's freeUp). It returns the free buffer, if any, and
 // whether the memory was there. p.mu is held.
 func (p *BufferPool) takeLocked(size int) ([]byte, bool) {
+	// exercise 06.1: reserve memory from the free list or the unpooled bytes
+	// hint: a poolable size takes the last buffer of p.free when there is one; otherwise the memory must be there in p.available plus the free list's buffers (p.poolable bytes each), and free buffers are dropped into p.available until size fits; never let p.available go below zero
+	// tests: TestBufferPoolReusesBatchSizeBuffers, TestBufferPoolFreesPooledBuffersForALargerRequest, TestBufferPoolExhaustedBlocksThenFailsAfterMaxBlock
 	if size == p.poolable && len(p.free) > 0 {
 		buf := p.free[len(p.free)-1]
 		p.free = p.free[:len(p.free)-1]
@@ -128,6 +131,7 @@ func (p *BufferPool) takeLocked(size int) ([]byte, bool) {
 	}
 	p.available -= int64(size)
 	return nil, true
+	// end exercise
 }
 
 // materialize turns reserved memory into a buffer; the allocation itself
@@ -161,6 +165,9 @@ func (p *BufferPool) releaseLocked(buf []byte, size int) {
 // first that does not fit: a large request is not overtaken for ever by
 // small ones. p.mu is held.
 func (p *BufferPool) serveLocked() {
+	// exercise 06.2: serve the waiters in their order
+	// hint: take the memory for p.waiters[0] with p.takeLocked(w.size) and stop at the first that does not fit (a large request is not overtaken by small ones); a served waiter gets w.buf and w.served, leaves the queue, and is woken by closing w.ready
+	// tests: TestBufferPoolFreedBufferUnblocksTheOldestWaiter, TestBufferPoolALargeWaiterIsNotOvertakenBySmallOnes
 	for len(p.waiters) > 0 {
 		w := p.waiters[0]
 		buf, ok := p.takeLocked(w.size)
@@ -172,6 +179,7 @@ func (p *BufferPool) serveLocked() {
 		p.waiters = p.waiters[1:]
 		close(w.ready)
 	}
+	// end exercise
 }
 
 func (p *BufferPool) removeWaiterLocked(w *waiter) {

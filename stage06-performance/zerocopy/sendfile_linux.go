@@ -24,6 +24,9 @@ var _ network.RegionSender = SendfileRegionSender{}
 
 // SendRegion implements network.RegionSender.
 func (SendfileRegionSender) SendRegion(sock int, f *os.File, pos, n int64) (int64, error) {
+	// exercise 06.5: send a file region to a socket with sendfile(2), resumably
+	// hint: loop unix.Sendfile(sock, int(f.Fd()), &off, count) with off = pos plus what is written so far and count at most maxChunk; retry on unix.EINTR, stop without an error on unix.EAGAIN (the socket is full: the reactor calls again on EPOLLOUT), wrap any other error with the position, and treat 0 bytes with no error as a region past the end of the file (io.ErrUnexpectedEOF); return how many bytes went
+	// tests: TestSendfileWritesTheRegionAcrossPartialWrites, TestSendfilePastTheEndOfTheFileIsAnError
 	fd := int(f.Fd())
 	var written int64
 	for written < n {
@@ -46,6 +49,7 @@ func (SendfileRegionSender) SendRegion(sock int, f *os.File, pos, n int64) (int6
 		}
 	}
 	return written, nil
+	// end exercise
 }
 
 // Zero reports whether Default sends without copying: on Linux.

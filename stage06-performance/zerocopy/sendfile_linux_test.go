@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
@@ -77,7 +78,21 @@ func TestSendfilePastTheEndOfTheFileIsAnError(t *testing.T) {
 	defer f.Close()
 	sock, recv := socketPair(t)
 	go io.Copy(io.Discard, recv)
-	w, err := SendfileRegionSender{}.SendRegion(sock, f, 4, 100)
-	require.Equal(t, int64(6), w, "what the file holds is written")
-	require.True(t, errors.Is(err, io.ErrUnexpectedEOF), "%v", err)
+	type result struct {
+		w   int64
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		w, err := SendfileRegionSender{}.SendRegion(sock, f, 4, 100)
+		done <- result{w, err}
+	}()
+	var r result
+	select {
+	case r = <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("SendRegion did not return: sendfile moves 0 bytes past the end of the file, and a loop must stop there")
+	}
+	require.Equal(t, int64(6), r.w, "what the file holds is written")
+	require.True(t, errors.Is(r.err, io.ErrUnexpectedEOF), "%v", r.err)
 }
