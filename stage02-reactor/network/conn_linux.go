@@ -403,7 +403,7 @@ func (p *Processor) unmute(c *conn) {
 func (p *Processor) resume(c *conn) {
 	// exercise 02.4: let a connection read again, bytes it already sent first
 	// hint: a closed conn stays closed, a draining Processor closes it (closedAtShutdown), one with p.pending not empty is p.park'ed, one in c.memWait waits for retryMemory; otherwise p.consume(c, c.ahead, true) first (stop if that closed, muted, parked or memWait'ed it), and only then add epollRead with p.setInterest
-	// tests: TestPipelinedRequestsAreAnsweredInOrder, TestNoResponseUnmutesTheConnection, TestBackPressureLosesNothing, TestRequestsPipelinedBeforeAHalfCloseAreAllHandled
+	// tests: TestPipelinedRequestsAreAnsweredInOrder, TestNoResponseUnmutesTheConnection, TestBackPressureLosesNothing, TestRequestsPipelinedBeforeAHalfCloseAreAllHandled, TestShutdownLetsInFlightRequestsFinish
 	switch {
 	case c.closed:
 		return
