@@ -335,7 +335,7 @@ func (p *Processor) startResponse(c *conn, resp Response) {
 // when epoll reports the socket writable (a partial write resumes where it
 // stopped). When the whole response is written the connection is unmuted.
 func (p *Processor) write(c *conn) {
-	// exercise 02.3: write a response across partial writes, then unmute
+	// exercise 02.2: write a response across partial writes, then unmute
 	// hint: write c.sends from c.sendIdx/c.sendOff on (writeFD for bytes, p.regionSender.SendRegion for a file region), counting p.stats.bytesOut and p.touch(c); when the socket takes less, add epollOut with p.setInterest and return; once all is out: c.sends = nil, count responsesSent, call c.written, close if c.closeAfterWrite (closedByResponse), drop epollOut, p.unmute(c)
 	// tests: TestLargeResponsesSurvivePartialWrites, TestClientThatNeverReadsDoesNotSlowOthers, TestFileRegionResponses, TestCloseResponseClosesTheConnection, TestWrittenRunsOnceTheResponseIsWritten
 	for c.sendIdx < len(c.sends) {
@@ -401,7 +401,7 @@ func (p *Processor) unmute(c *conn) {
 // buffered in c.ahead go first; only when they are used up does the socket
 // get read again.
 func (p *Processor) resume(c *conn) {
-	// exercise 02.4: let a connection read again, bytes it already sent first
+	// exercise 02.3: let a connection read again, bytes it already sent first
 	// hint: a closed conn stays closed, a draining Processor closes it (closedAtShutdown), one with p.pending not empty is p.park'ed, one in c.memWait waits for retryMemory; otherwise p.consume(c, c.ahead, true) first (stop if that closed, muted, parked or memWait'ed it), and only then add epollRead with p.setInterest
 	// tests: TestPipelinedRequestsAreAnsweredInOrder, TestNoResponseUnmutesTheConnection, TestBackPressureLosesNothing, TestRequestsPipelinedBeforeAHalfCloseAreAllHandled, TestShutdownLetsInFlightRequestsFinish
 	switch {
