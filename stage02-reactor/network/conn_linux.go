@@ -223,6 +223,9 @@ func (p *Processor) retryMemory() {
 // says whether data may be kept as it is (it is c.ahead) or must be copied
 // (it is the scratch buffer).
 func (p *Processor) consume(c *conn, data []byte, owned bool) {
+	// exercise 02.1: cut a connection's bytes into frames, keeping what a muted connection may not read yet
+	// hint: loop while data is left; when !p.wantsRead(c), keep the rest in c.ahead (a copy unless owned) and p.park(c) a connection held back only by back-pressure; fill c.sizeBuf (c.sizeN bytes so far), checkSize the int32 against c.state.frameLimit(p.maxRequestBytes) (closedBadSize), then copy into c.body after p.growBody(c, len(data)) and p.completeFrame(c) once len(c.body) == c.frameSize; a zero size is a whole frame
+	// tests: TestPipelinedRequestsAreAnsweredInOrder, TestBadFramesCloseOnlyTheirConnection, TestZeroSizeFrameIsARequest, TestBackPressureLosesNothing
 	for len(data) > 0 {
 		if !p.wantsRead(c) {
 			// Muted by the frame just completed (a pipelining client),
@@ -268,6 +271,7 @@ func (p *Processor) consume(c *conn, data []byte, owned bool) {
 			p.completeFrame(c)
 		}
 	}
+	// end exercise
 }
 
 // completeFrame turns the frame just read into a Request, mutes the
@@ -331,6 +335,9 @@ func (p *Processor) startResponse(c *conn, resp Response) {
 // when epoll reports the socket writable (a partial write resumes where it
 // stopped). When the whole response is written the connection is unmuted.
 func (p *Processor) write(c *conn) {
+	// exercise 02.2: write a response across partial writes, then unmute
+	// hint: write c.sends from c.sendIdx/c.sendOff on (writeFD for bytes, p.regionSender.SendRegion for a file region), counting p.stats.bytesOut and p.touch(c); when the socket takes less, add epollOut with p.setInterest and return; once all is out: c.sends = nil, count responsesSent, call c.written, close if c.closeAfterWrite (closedByResponse), drop epollOut, p.unmute(c)
+	// tests: TestLargeResponsesSurvivePartialWrites, TestClientThatNeverReadsDoesNotSlowOthers, TestFileRegionResponses, TestCloseResponseClosesTheConnection, TestWrittenRunsOnceTheResponseIsWritten
 	for c.sendIdx < len(c.sends) {
 		s := &c.sends[c.sendIdx]
 		size := s.size()
@@ -379,6 +386,7 @@ func (p *Processor) write(c *conn) {
 		}
 	}
 	p.unmute(c)
+	// end exercise
 }
 
 // unmute ends the connection's request: it may read the next one.
@@ -393,6 +401,9 @@ func (p *Processor) unmute(c *conn) {
 // buffered in c.ahead go first; only when they are used up does the socket
 // get read again.
 func (p *Processor) resume(c *conn) {
+	// exercise 02.3: let a connection read again, bytes it already sent first
+	// hint: a closed conn stays closed, a draining Processor closes it (closedAtShutdown), one with p.pending not empty is p.park'ed, one in c.memWait waits for retryMemory; otherwise p.consume(c, c.ahead, true) first (stop if that closed, muted, parked or memWait'ed it), and only then add epollRead with p.setInterest
+	// tests: TestPipelinedRequestsAreAnsweredInOrder, TestNoResponseUnmutesTheConnection, TestBackPressureLosesNothing, TestRequestsPipelinedBeforeAHalfCloseAreAllHandled, TestShutdownLetsInFlightRequestsFinish
 	switch {
 	case c.closed:
 		return
@@ -413,6 +424,7 @@ func (p *Processor) resume(c *conn) {
 		}
 	}
 	p.setInterest(c, c.interest|epollRead)
+	// end exercise
 }
 
 // wantsRead reports whether c may read: not muted, not waiting for memory,

@@ -448,6 +448,9 @@ func (p *Processor) dispatch(c *conn, r *Request) {
 // flushPending moves pending requests into the RequestChannel while it has
 // room, then, once pending is empty, resumes the parked connections.
 func (p *Processor) flushPending() {
+	// exercise 02.4: feed the request channel under back-pressure, oldest request first
+	// hint: move p.pending[0] into the channel with p.channel.TrySend while it takes them (a request whose conn closed is released, not sent); when it refuses, register p.spaceAvailable with p.channel.NotifyWhenSpace once (p.waiting) and try again before giving up; once pending is empty, p.resume every parked connection (clear c.parked)
+	// tests: TestBackPressureLosesNothing, TestARequestWaitingForTheChannelIsDroppedWhenItsClientLeaves
 	for len(p.pending) > 0 {
 		pr := p.pending[0]
 		if pr.c.closed {
@@ -471,6 +474,7 @@ func (p *Processor) flushPending() {
 		c.parked = false
 		p.resume(c)
 	}
+	// end exercise
 }
 
 // park remembers a connection that wants to read while pending is not
