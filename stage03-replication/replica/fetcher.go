@@ -301,7 +301,7 @@ func (f *fetcher) truncateFromAnswer(tp commitlog.TopicPartition, s *fetchState,
 	}
 	// exercise 03.4: truncate by the leader's OffsetsForLeaderEpoch answer
 	// hint: no answer (UndefinedEpoch or UndefinedOffset): fall back to s.p.HighWatermark(); else look the leader's epoch up in our own cache (s.p.Epochs.EndOffsetFor, with our log end s.p.Log.EndOffset()); f.finishTruncation(tp, s, offset, done) cuts, done=false to ask again when our cache answers another epoch (KIP-279); the logs agree only up to where the shared epoch ends first, on either side
-	// tests: TestFollowerTruncatesWhereTheLeadersAnswerSays, ./cluster.TestKIP101ReplicasThatLostDifferentTailsDoNotDiverge, ./cluster.TestKIP279FollowerTruncatesStepByStepAfterTwoLeaderChanges, ./cluster.TestFollowerCutsWhereTheSharedEpochEndsOnItsOwnSide, ./cluster.TestFollowerOfALeaderThatLostItsLogConverges
+	// tests: TestFollowerTruncatesWhereTheLeadersAnswerSays
 	leo := s.p.Log.EndOffset()
 	if rp.LeaderEpoch == UndefinedEpoch || rp.EndOffset == UndefinedOffset {
 		f.finishTruncation(tp, s, s.p.HighWatermark(), true)
