@@ -125,6 +125,9 @@ func (c *LeaderEpochCache) Assign(epoch int32, startOffset int64) error {
 func (c *LeaderEpochCache) EndOffsetFor(requested int32, logEndOffset int64) (epoch int32, endOffset int64) {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
+	// exercise 03.3: the leader epoch cache's lookup, where an epoch ends
+	// hint: c.entries is sorted by epoch; sort.Search finds the first entry with an epoch above requested; the epoch before it ends where that entry starts, the newest ends at logEndOffset; mind the edges the doc comment lists (UndefinedEpoch, UndefinedOffset)
+	// tests: TestEpochCacheAnswersOffsetForLeaderEpoch, TestEpochCacheAnswersForAnEpochOlderThanItsFirst
 	n := len(c.entries)
 	switch {
 	case requested == UndefinedEpoch || n == 0:
@@ -141,6 +144,7 @@ func (c *LeaderEpochCache) EndOffsetFor(requested int32, logEndOffset int64) (ep
 		return requested, c.entries[0].StartOffset
 	}
 	return c.entries[higher-1].Epoch, c.entries[higher].StartOffset
+	// end exercise
 }
 
 // TruncateFromEnd removes what the cache knows at or after endOffset, when

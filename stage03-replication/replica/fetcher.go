@@ -299,6 +299,9 @@ func (f *fetcher) truncateFromAnswer(tp commitlog.TopicPartition, s *fetchState,
 		f.delay(tp, s, kerr.ErrorForCode(rp.ErrorCode))
 		return
 	}
+	// exercise 03.4: truncate by the leader's OffsetsForLeaderEpoch answer
+	// hint: no answer (UndefinedEpoch or UndefinedOffset): fall back to s.p.HighWatermark(); else look the leader's epoch up in our own cache (s.p.Epochs.EndOffsetFor, with our log end s.p.Log.EndOffset()); f.finishTruncation(tp, s, offset, done) cuts, done=false to ask again when our cache answers another epoch (KIP-279); the logs agree only up to where the shared epoch ends first, on either side
+	// tests: TestFollowerTruncatesWhereTheLeadersAnswerSays
 	leo := s.p.Log.EndOffset()
 	if rp.LeaderEpoch == UndefinedEpoch || rp.EndOffset == UndefinedOffset {
 		f.finishTruncation(tp, s, s.p.HighWatermark(), true)
@@ -314,6 +317,7 @@ func (f *fetcher) truncateFromAnswer(tp commitlog.TopicPartition, s *fetchState,
 	// Both have the epoch: the logs agree up to where it ends on the side
 	// where it ends first.
 	f.finishTruncation(tp, s, min(ourEnd, rp.EndOffset, leo), true)
+	// end exercise
 }
 
 // finishTruncation cuts the log at offset; done ends the truncation phase.

@@ -470,8 +470,11 @@ func (p *Partition) maybeIncrementHWLocked() bool {
 	if p.role != Leader {
 		return false
 	}
-	var leos []int64
+	// exercise 03.2: the leader's high watermark, from the followers that count
+	// hint: p.quorum.Counted(p.localID, p.replicas, p.isr) names them; each one's log end is p.remotes[id].LogEndOffset (-1 if it has no entry), and p.caughtUpLatelyLocked(counted) adds the others that count too; HighWatermark with the leader's p.Log.EndOffset() gives the candidate, which only ever raises p.highWatermark, with p.HWAdvanced.Notify() when it does
+	// tests: TestLeaderHighWatermarkWaitsForEveryReplicaAndNeverGoesBack, TestQuorumDecidesWhoCountsForTheHighWatermark, TestAFollowerCatchingUpBoundsTheHighWatermark
 	counted := p.quorum.Counted(p.localID, p.replicas, p.isr)
+	leos := make([]int64, 0, len(counted))
 	for _, id := range counted {
 		if r, ok := p.remotes[id]; ok {
 			leos = append(leos, r.LogEndOffset)
@@ -479,20 +482,32 @@ func (p *Partition) maybeIncrementHWLocked() bool {
 			leos = append(leos, -1)
 		}
 	}
-	if p.lagMax > 0 {
-		now := p.now()
-		for id, r := range p.remotes {
-			if r.LogEndOffset >= 0 && !slices.Contains(counted, id) && now.Sub(r.LastCaughtUpTime) <= p.lagMax {
-				leos = append(leos, r.LogEndOffset) // caught up lately: it counts too
-			}
-		}
-	}
+	leos = append(leos, p.caughtUpLatelyLocked(counted)...)
 	if hw := HighWatermark(p.Log.EndOffset(), leos); hw > p.highWatermark {
 		p.highWatermark = hw
 		p.HWAdvanced.Notify()
 		return true
 	}
 	return false
+	// end exercise
+}
+
+// caughtUpLatelyLocked returns the log ends of the followers outside
+// counted that caught up within Options.LagTimeMax (Kafka 2.x's rule, for
+// stage 04): they bound the high watermark too, so that one catching up can
+// reach it and rejoin the ISR. Without a LagTimeMax there are none.
+func (p *Partition) caughtUpLatelyLocked(counted []int32) []int64 {
+	if p.lagMax <= 0 {
+		return nil
+	}
+	var leos []int64
+	now := p.now()
+	for id, r := range p.remotes {
+		if r.LogEndOffset >= 0 && !slices.Contains(counted, id) && now.Sub(r.LastCaughtUpTime) <= p.lagMax {
+			leos = append(leos, r.LogEndOffset) // caught up lately: it counts too
+		}
+	}
+	return leos
 }
 
 // StillLeadsBatch reports whether this broker still leads the partition
