@@ -232,3 +232,30 @@ func TestWaitingProduceSurvivesALeaderEpochBumpWithTheSameLeader(t *testing.T) {
 		t.Fatal("no answer")
 	}
 }
+
+// TestAWaitingProduceIsAnsweredNotLeaderWhenTheLeaderMoves: an acks=all
+// produce waits for broker 2, which has stopped copying; the controller
+// moves the leadership to broker 1. The old leader can no longer vouch for
+// the batch (the new leader may not have it, and its log decides), so the
+// waiting produce is answered NOT_LEADER_OR_FOLLOWER at once, not
+// REQUEST_TIMED_OUT at its deadline: the producer learns to ask the new
+// leader.
+func TestAWaitingProduceIsAnsweredNotLeaderWhenTheLeaderMoves(t *testing.T) {
+	tc := startCluster(t, nil)
+	tc.server(2).Replicas.PauseFetching(true)
+	answer := make(chan int16, 1)
+	start := time.Now()
+	go func() {
+		code, _ := tc.produceRaw(0, -1, 30*time.Second, "waits for broker 2")
+		answer <- code
+	}()
+	require.Eventually(t, func() bool { return tc.logEnd(0) == 1 }, 10*time.Second, 5*time.Millisecond, "appended")
+	require.NoError(t, tc.Controller.ElectLeader(tc.tp, 1))
+	select {
+	case code := <-answer:
+		require.Equal(t, kerr.NotLeaderForPartition.Code, code)
+		require.Less(t, time.Since(start), 20*time.Second, "answered when the leader moved, not at the deadline")
+	case <-time.After(40 * time.Second):
+		t.Fatal("no answer")
+	}
+}

@@ -22,6 +22,9 @@ const DefaultLagTimeMax = 30 * time.Second
 // as one that stopped: what counts is the last time it had everything, not
 // the last time it asked. The leader itself never leaves.
 func OutOfSync(leader int32, isr []int32, followers map[int32]replica.ReplicaState, leaderLEO int64, now time.Time, maxLag time.Duration) []int32 {
+	// exercise 04.1: find the ISR members that have fallen out of sync
+	// hint: walk isr in order, passing over the leader and any id missing from followers (the controller's business); a follower is out when its LogEndOffset differs from leaderLEO and now.Sub(its LastCaughtUpTime) is more than maxLag; LastFetchTime does not count
+	// tests: TestOutOfSyncFollowsLastCaughtUpTimeNotLastFetch, TestOutOfSyncPassesOverAnIDThatIsNoLongerAReplica
 	var out []int32
 	for _, id := range isr {
 		if id == leader {
@@ -36,6 +39,7 @@ func OutOfSync(leader int32, isr []int32, followers map[int32]replica.ReplicaSta
 		}
 	}
 	return out
+	// end exercise
 }
 
 // CanJoin reports whether a follower outside the ISR may join it: its log
@@ -43,7 +47,11 @@ func OutOfSync(leader int32, isr []int32, followers map[int32]replica.ReplicaSta
 // record) and the start of the leader's current epoch (it has truncated to
 // this leader's log, so nothing it holds can still diverge).
 func CanJoin(followerLEO, highWatermark, epochStartOffset int64) bool {
+	// exercise 04.2: decide whether a follower may rejoin the ISR
+	// hint: two conditions on followerLEO, both "at or past": it holds every committed record (highWatermark), and it has truncated to this leader's log (epochStartOffset)
+	// tests: TestCanJoinNeedsTheHighWatermarkAndTheEpochStart
 	return followerLEO >= highWatermark && followerLEO >= epochStartOffset
+	// end exercise
 }
 
 // Without returns isr minus the ids in out, in isr's order.

@@ -29,6 +29,20 @@ func TestOutOfSyncFollowsLastCaughtUpTimeNotLastFetch(t *testing.T) {
 	require.Empty(t, OutOfSync(1, []int32{1}, followers, 100, now, lag), "the leader never leaves")
 }
 
+// TestOutOfSyncPassesOverAnIDThatIsNoLongerAReplica: an ISR member the
+// leader keeps no follower state for (a reassignment removed it) is left
+// to the controller; read as a zero state it would look caught up at
+// time zero, long out of sync.
+func TestOutOfSyncPassesOverAnIDThatIsNoLongerAReplica(t *testing.T) {
+	now := time.Unix(1000, 0)
+	followers := map[int32]replica.ReplicaState{
+		1: {LogEndOffset: 100, LastCaughtUpTime: now},
+		3: {LogEndOffset: 40, LastCaughtUpTime: now.Add(-time.Minute)},
+	}
+	require.Equal(t, []int32{3}, OutOfSync(0, []int32{0, 1, 2, 3}, followers, 100, now, 30*time.Second),
+		"2 has no state: not this leader's to remove")
+}
+
 func TestCanJoinNeedsTheHighWatermarkAndTheEpochStart(t *testing.T) {
 	require.True(t, CanJoin(100, 100, 80))
 	require.False(t, CanJoin(99, 100, 80), "missing a committed record")

@@ -115,6 +115,9 @@ func NewState() *State { return &State{producers: map[int64]*Entry{}} }
 func (s *State) Check(pid int64, epoch int16, firstSeq, lastSeq int32) (dup *Batch, err error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	// exercise 04.6: check an idempotent producer's batch against what the partition remembers
+	// hint: a producer not in s.producers is accepted; e.duplicate(epoch, firstSeq, lastSeq) finds a retried batch, checked first, whatever the sequence; then an older epoch is ErrInvalidProducerEpoch, a newer one must start at 0, and at the same epoch firstSeq must follow e.LastSeq() (InSequence, which wraps), unless there is none; wrap each error with %w and the ids
+	// tests: TestSequenceRules, TestARetriedBatchIsADuplicateAnsweredWithItsOffsets, TestSequencesWrapAtMaxInt32, TestAnUnknownProducerIsAcceptedAtAnySequence, TestRetentionAndTruncationForgetBatches
 	e, ok := s.producers[pid]
 	if !ok {
 		return nil, nil
@@ -133,6 +136,7 @@ func (s *State) Check(pid int64, epoch int16, firstSeq, lastSeq int32) (dup *Bat
 		return nil, fmt.Errorf("%w: producer %d sent sequence %d after %d", ErrOutOfOrderSequence, pid, firstSeq, e.LastSeq())
 	}
 	return nil, nil
+	// end exercise
 }
 
 // Append records an appended batch: by the leader after Check allowed it,

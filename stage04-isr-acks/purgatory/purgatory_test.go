@@ -101,6 +101,58 @@ func TestOperationExpiresWithinOneTickOfItsDeadline(t *testing.T) {
 	require.Zero(t, p.Delayed())
 }
 
+// TestDeadlinesAddedWhileTheClockRunsExpireOnTime: operations arrive at
+// every millisecond while the wheels turn, not all at one moment, so a
+// bucket is reused for a later range of deadlines after it was flushed, and
+// deadlines land in wheels whose current time is not a multiple of the
+// wheel below's span. Each still expires within a tick of its deadline.
+func TestDeadlinesAddedWhileTheClockRunsExpireOnTime(t *testing.T) {
+	p, clock := newManual(t)
+	start := clock.now()
+	rng := rand.New(rand.NewPCG(5, 6))
+	var ops []*testOp
+	var deadlines []int64
+	for clock.now() < start+20_000 {
+		for range rng.IntN(3) {
+			timeout := time.Duration(1+rng.IntN(12_000)) * time.Millisecond
+			op := &testOp{clock: clock}
+			require.False(t, p.TryCompleteElseWatch(op, timeout, len(ops)))
+			ops, deadlines = append(ops, op), append(deadlines, clock.now()+timeout.Milliseconds())
+		}
+		clock.ms.Add(1)
+		p.Advance()
+	}
+	for p.Delayed() > 0 {
+		clock.ms.Add(1)
+		p.Advance()
+	}
+	for i, op := range ops {
+		require.EqualValues(t, 1, op.expirations.Load(), "op %d", i)
+		at := op.completedAt.Load()
+		require.LessOrEqual(t, at, deadlines[i], "op %d fired late", i)
+		require.Greater(t, at, deadlines[i]-tickMs-1, "op %d fired more than a tick early", i)
+	}
+}
+
+// TestTheDelayQueueHoldsEachBucketOnce: the delay queue orders buckets,
+// not deadlines, so however many deadlines share a bucket it is queued
+// once, and a wheel's worth of buckets is at most wheelSize entries: the
+// reason adding a deadline costs O(1) and not a heap push.
+func TestTheDelayQueueHoldsEachBucketOnce(t *testing.T) {
+	p, _ := newManual(t)
+	for i := range 1000 {
+		require.False(t, p.TryCompleteElseWatch(&testOp{}, 7*time.Millisecond, i)) // one bucket of wheel 0
+	}
+	for i := range 1000 {
+		require.False(t, p.TryCompleteElseWatch(&testOp{}, time.Duration(20+i%380)*time.Millisecond, i)) // wheel 1
+	}
+	require.EqualValues(t, 2000, p.Delayed())
+	p.timer.queue.mu.Lock()
+	queued := len(p.timer.queue.buckets)
+	p.timer.queue.mu.Unlock()
+	require.LessOrEqual(t, queued, 1+wheelSize, "one bucket of wheel 0 and at most every bucket of wheel 1")
+}
+
 func TestTimeoutUnderOneTickExpiresAtOnce(t *testing.T) {
 	p, _ := newManual(t)
 	op := &testOp{}

@@ -60,6 +60,9 @@ func (t *timer) advance(now int64) []*delayed {
 }
 
 func (t *timer) advanceLocked(now int64) []*delayed {
+	// exercise 04.4: advance the clock, flushing every bucket that is due
+	// hint: t.queue.poll(now) hands out the due buckets one by one (nil when none is left); before flushing one, move the wheels to its start (t.wheel.advance of its expiration), then b.flush hands each entry back: t.wheel.add puts it in a finer bucket, and one it refuses is due (its operation goes in the returned list, unless it completed meanwhile: e.cancelled())
+	// tests: TestOperationExpiresWithinOneTickOfItsDeadline, TestReaperExpiresOnTheRealClock, TestShutdownExpiresWhatIsPending, TestDeadlinesAddedWhileTheClockRunsExpireOnTime
 	var due []*delayed
 	for b := t.queue.poll(now); b != nil; b = t.queue.poll(now) {
 		t.wheel.advance(b.expiration.Load())
@@ -70,6 +73,7 @@ func (t *timer) advanceLocked(now int64) []*delayed {
 		})
 	}
 	return due
+	// end exercise
 }
 
 // size is the number of deadlines on the wheels.

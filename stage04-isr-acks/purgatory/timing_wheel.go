@@ -54,6 +54,9 @@ func (w *timingWheel) overflowWheel() *timingWheel {
 // reports false if e's deadline is within the current tick (it is due now)
 // or its operation has completed.
 func (w *timingWheel) add(e *timerEntry) bool {
+	// exercise 04.3: put a deadline in the bucket of the wheel it falls in
+	// hint: refuse a cancelled entry and one due within this tick (before w.currentTime+w.tick); within w.interval the bucket is the deadline's tick number (expiration / w.tick) modulo w.size; b.add(e), then b.setExpiration(the tick number * w.tick) says whether to queue it (w.queue.offer); beyond the interval, w.overflowWheel() takes it
+	// tests: TestOperationExpiresWithinOneTickOfItsDeadline, TestTimeoutUnderOneTickExpiresAtOnce, TestOperationCompletesWhenAKeyItWatchesIsChecked, TestShutdownExpiresWhatIsPending, TestDeadlinesAddedWhileTheClockRunsExpireOnTime, TestTheDelayQueueHoldsEachBucketOnce
 	switch exp := e.expiration; {
 	case e.cancelled():
 		return false
@@ -74,6 +77,7 @@ func (w *timingWheel) add(e *timerEntry) bool {
 	default:
 		return w.overflowWheel().add(e)
 	}
+	// end exercise
 }
 
 // advance moves the wheel (and the wheels above) to the tick containing

@@ -150,6 +150,9 @@ type pendingPartition struct {
 // NOT_ENOUGH_REPLICAS_AFTER_APPEND if the ISR is now below
 // min.insync.replicas. It is done when every partition is settled.
 func (d *delayedProduce) TryComplete() bool {
+	// exercise 04.5: settle each partition of an acks=all produce that can be answered
+	// hint: pass over settled ones; pp.p.StillLeadsBatch(the batch's last offset, pp.epoch) false answers kerr.NotLeaderForPartition; a high watermark (pp.p.HighWatermark()) below pp.required keeps waiting; else it is settled, with kerr.NotEnoughReplicasAfterAppend (and a message) if the ISR (pp.p.Replicas()) is now smaller than pp.minISR; done when every partition is settled
+	// tests: ./cluster.TestWaitingProduceSurvivesALeaderEpochBumpWithTheSameLeader, ./cluster.TestAWaitingProduceIsAnsweredNotLeaderWhenTheLeaderMoves, ./cluster.TestISRShrinkingAfterTheAppendAnswersNotEnoughReplicasAfterAppend, ./cluster.TestAcksAllTimesOutWhenTheISRCannotCatchUp, ./cluster.TestSlowFollowerLeavesTheISRAndRejoins
 	all := true
 	for i := range d.parts {
 		pp := &d.parts[i]
@@ -173,6 +176,7 @@ func (d *delayedProduce) TryComplete() bool {
 		}
 	}
 	return all
+	// end exercise
 }
 
 // OnComplete answers: partitions not settled by the deadline (or at
