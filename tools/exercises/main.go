@@ -59,7 +59,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fs.StringVar(&stages, "stages", "", "blank the exercises of these stages, comma-separated (default: every stage)")
 	case "check":
 		fs.StringVar(&stage, "stage", "", "only this stage's exercises (default: every stage)")
-		fs.DurationVar(&timeout, "timeout", 5*time.Minute, "go test's -timeout for each package")
+		fs.DurationVar(&timeout, "timeout", 2*time.Minute, "go test's -timeout for each package (a wrong exercise can hang a test: a timing wheel that never fires, a lock a recovered panic never released)")
 		fs.BoolVar(&race, "race", false, "run the tests with the race detector")
 		fs.BoolVar(&verbose, "v", false, "show every failing test's output in full, not an excerpt")
 	case "verify":
