@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -193,7 +194,7 @@ func verify(w io.Writer, root string, stages []string, opts verifyOptions) error
 func writeOverlay(dir, root string, blank []*Exercise) (overlay string, rename map[string]string, err error) {
 	replace := map[string]string{}
 	rename = map[string]string{}
-	for i, file := range sortedKeys(byFile(blank)) {
+	for i, file := range slices.Sorted(maps.Keys(byFile(blank))) {
 		src, err := os.ReadFile(filepath.Join(root, filepath.FromSlash(file)))
 		if err != nil {
 			return "", nil, err
@@ -226,15 +227,6 @@ func writeOverlay(dir, root string, blank []*Exercise) (overlay string, rename m
 	}
 	overlay = filepath.Join(dir, "overlay.json")
 	return overlay, rename, os.WriteFile(overlay, data, 0o644)
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
 }
 
 // exercisesNaming lists the exercises that name a test: "exercise 01.2",
