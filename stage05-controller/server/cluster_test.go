@@ -21,15 +21,32 @@ import (
 // describeCluster sends DescribeCluster to broker id.
 func describeCluster(t *testing.T, cl *kgo.Client, id int32, mutate func(*kmsg.DescribeClusterRequest)) *kmsg.DescribeClusterResponse {
 	t.Helper()
+	resp, err := tryDescribeCluster(cl, id, mutate)
+	require.NoError(t, err)
+	return resp
+}
+
+// tryDescribeCluster is describeCluster for a poll: the client may not
+// know broker id yet (its first Metadata answer came from a broker that
+// had not heard of it: "unknown broker"), which the poll waits out.
+func tryDescribeCluster(cl *kgo.Client, id int32, mutate func(*kmsg.DescribeClusterRequest)) (*kmsg.DescribeClusterResponse, error) {
 	req := kmsg.NewPtrDescribeClusterRequest()
 	if mutate != nil {
 		mutate(req)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	resp, err := req.RequestWith(ctx, cl.Broker(int(id)))
-	require.NoError(t, err)
-	return resp
+	return req.RequestWith(ctx, cl.Broker(int(id)))
+}
+
+// brokersKnownTo is how many brokers broker id's DescribeCluster answer
+// lists, or -1 if it could not be asked.
+func brokersKnownTo(cl *kgo.Client, id int32) int {
+	resp, err := tryDescribeCluster(cl, id, nil)
+	if err != nil {
+		return -1
+	}
+	return len(resp.Brokers)
 }
 
 // TestDescribeClusterAndLogDirsAnswerAdminClients: every broker of three
@@ -60,7 +77,7 @@ func TestDescribeClusterAndLogDirsAnswerAdminClients(t *testing.T) {
 	}
 	for _, id := range []int32{0, 1, 2} {
 		require.Eventually(t, func() bool {
-			return len(describeCluster(t, cl, id, nil).Brokers) == 3
+			return brokersKnownTo(cl, id) == 3
 		}, 30*time.Second, 20*time.Millisecond, "broker %d knows every broker", id)
 		resp := describeCluster(t, cl, id, nil)
 		require.Zero(t, resp.ErrorCode)
@@ -125,8 +142,7 @@ func TestDescribeClusterAndLogDirsAnswerAdminClients(t *testing.T) {
 	c.Broker(2).Kill()
 	for _, id := range []int32{0, 1} {
 		require.Eventually(t, func() bool {
-			resp := describeCluster(t, cl, id, nil)
-			return len(resp.Brokers) == 2
+			return brokersKnownTo(cl, id) == 2
 		}, 60*time.Second, 20*time.Millisecond, "broker %d forgets broker 2", id)
 		require.ElementsMatch(t, wantBrokers(0, 1), describeCluster(t, cl, id, nil).Brokers)
 	}
