@@ -14,7 +14,7 @@ MODULES := $(shell sed -n 's|^[[:space:]]*\./\([A-Za-z0-9_.-]*\).*|\1|p' go.work
 TESTFLAGS ?= -race -count=1 -timeout 15m
 BENCHFLAGS ?= -run '^$$' -benchmem -count=1
 
-.PHONY: help run run-stage03 cluster cluster-down test lint vet fmt bench bench-cluster fuzz faults images deps-test deps-kcat deps-images deps-compose $(MODULES:%=test-%) \
+.PHONY: help run run-stage03 cluster cluster-down test lint vet fmt mod bench bench-cluster fuzz faults images deps-test deps-kcat deps-images deps-compose $(MODULES:%=test-%) \
 	exercises check exercises-verify \
 	stage01 stage02 stage03 stage04 stage05 stage06 final
 
@@ -25,7 +25,7 @@ help:
 	@echo "make test      lint, then every stage's tests (sets up what is missing first)"
 	@echo "make stageNN   one stage's tests, e.g. make stage01"
 	@echo "make final     the final broker's tests (the compatibility suite, security, metrics)"
-	@echo "make lint      gofmt and go vet over every module (for Linux and macOS)"
+	@echo "make lint      gofmt, go vet (for Linux and macOS) and go mod tidy -diff over every module"
 	@echo "make bench     every stage's benchmarks"
 	@echo "make bench-cluster  the final cluster's speed in containers: throughput and latency (about 15 min)"
 	@echo "make fuzz      run each fuzz target for FUZZTIME (default 2m)"
@@ -99,7 +99,20 @@ stage-%:
 	@if [ -f $*/go.mod ]; then $(MAKE) --no-print-directory test-$*; \
 	else echo "$* is planned, not built yet (see README.md)"; exit 1; fi
 
-lint: fmt vet
+lint: fmt vet mod
+
+# Every module's go.mod is true on its own, not only inside the workspace:
+# it requires (and replaces with ../stageNN) each lower stage it imports,
+# its direct dependencies are not marked indirect, and go.sum is complete,
+# so that `GOWORK=off go build ./...` works in any module, as it does for a
+# reader who copies one stage out. `go mod tidy -diff` prints what tidy
+# would change, and fails if anything.
+mod:
+	@set -e; for m in $(MODULES); do \
+		if ! out=$$(cd $$m && GOWORK=off $(GO) mod tidy -diff 2>&1); then \
+			echo "$$m/go.mod is not tidy outside the workspace (fix: cd $$m && GOWORK=off go mod tidy):"; echo "$$out"; exit 1; \
+		fi; \
+	done
 
 fmt:
 	@out=$$(gofmt -l $(MODULES)); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi

@@ -6,10 +6,17 @@ require (
 	github.com/IBM/sarama v1.61.1
 	github.com/containerd/errdefs v1.0.0
 	github.com/go-zookeeper/zk v1.0.4
+	github.com/kafkaworkbook/workbook/stage01-log v0.0.0
+	github.com/kafkaworkbook/workbook/stage02-reactor v0.0.0
+	github.com/kafkaworkbook/workbook/stage03-replication v0.0.0
+	github.com/kafkaworkbook/workbook/stage04-isr-acks v0.0.0
 	github.com/moby/moby/api v1.56.1
 	github.com/moby/moby/client v0.6.2
 	github.com/stretchr/testify v1.12.1
 	github.com/testcontainers/testcontainers-go v0.45.0
+	github.com/twmb/franz-go v1.22.3
+	github.com/twmb/franz-go/pkg/kadm v1.20.0
+	github.com/twmb/franz-go/pkg/kmsg v1.15.1
 )
 
 require (
@@ -58,9 +65,6 @@ require (
 	github.com/sirupsen/logrus v1.9.4 // indirect
 	github.com/tklauser/go-sysconf v0.4.0 // indirect
 	github.com/tklauser/numcpus v0.12.0 // indirect
-	github.com/twmb/franz-go v1.22.3 // indirect
-	github.com/twmb/franz-go/pkg/kadm v1.20.0 // indirect
-	github.com/twmb/franz-go/pkg/kmsg v1.15.1 // indirect
 	github.com/yusufpapurcu/wmi v1.2.4 // indirect
 	go.opentelemetry.io/auto/sdk v1.2.1 // indirect
 	go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp v0.69.0 // indirect
@@ -70,5 +74,12 @@ require (
 	go.yaml.in/yaml/v3 v3.0.5 // indirect
 	golang.org/x/crypto v0.58.0 // indirect
 	golang.org/x/net v0.60.0 // indirect
-	golang.org/x/sys v0.49.0 // indirect
+	golang.org/x/sys v0.50.0 // indirect
+)
+
+replace (
+	github.com/kafkaworkbook/workbook/stage01-log => ../stage01-log
+	github.com/kafkaworkbook/workbook/stage02-reactor => ../stage02-reactor
+	github.com/kafkaworkbook/workbook/stage03-replication => ../stage03-replication
+	github.com/kafkaworkbook/workbook/stage04-isr-acks => ../stage04-isr-acks
 )
