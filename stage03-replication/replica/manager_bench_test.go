@@ -22,7 +22,9 @@ import (
 // between ops is not timed. Meanwhile a goroutine looks a partition up
 // (Manager.Partition, as every Produce and Fetch does) in a loop:
 // max-lookup-ms is the longest one waited, what a client's request to any
-// partition of the broker waits behind the LeaderAndIsr.
+// partition of the broker waits behind the LeaderAndIsr; durable-ms is
+// the time from the request until every new epoch is in its checkpoint
+// file (written in the background, epochFlushLoop).
 //
 // The logs are in a temporary directory: set TMPDIR to a directory on a
 // real disk (fsync is free on tmpfs).
@@ -76,10 +78,21 @@ func BenchmarkLeaderAndIsr10000Partitions(b *testing.B) {
 			time.Sleep(200 * time.Microsecond) // a request now and then, not a core spinning
 		}
 	})
+	// durable is the time until every new epoch is in its checkpoint
+	// file, which LeaderAndIsr leaves to the background.
+	var durable time.Duration
 	b.ResetTimer()
 	for range b.N {
+		start := time.Now()
 		become(0)
 		b.StopTimer()
+		for _, tp := range tps {
+			p, _ := m.Partition(tp.Topic, tp.Partition)
+			for !p.Epochs.Flushed() {
+				time.Sleep(time.Millisecond)
+			}
+		}
+		durable += time.Since(start)
 		become(1)
 		b.StartTimer()
 	}
@@ -87,4 +100,5 @@ func BenchmarkLeaderAndIsr10000Partitions(b *testing.B) {
 	close(stop)
 	looking.Wait()
 	b.ReportMetric(float64(maxLookup.Load())/1e6, "max-lookup-ms")
+	b.ReportMetric(float64(durable.Milliseconds())/float64(b.N), "durable-ms")
 }
