@@ -26,6 +26,10 @@ type fetchState struct {
 	truncating bool
 	// delayedUntil: after an error, wait replica.fetch.backoff.ms.
 	delayedUntil time.Time
+	// busy counts the fetcher's turns at this partition in progress: an
+	// answer being applied, then told to the listener. remove waits for it
+	// to fall to 0. Protected by the fetcher's mu.
+	busy int
 }
 
 // fetcher is Kafka's ReplicaFetcherThread: one goroutine and one connection
@@ -38,14 +42,19 @@ type fetcher struct {
 	addr     string
 	logger   *slog.Logger
 
-	mu    sync.Mutex                               // guards parts
-	parts map[commitlog.TopicPartition]*fetchState // partitions fetched from this leader
+	mu    sync.Mutex                               // guards parts and each state's fields
+	parts map[commitlog.TopicPartition]*fetchState // partitions fetched from this leader. Protected by mu.
+	// settled is signalled when a state's busy count falls to 0: remove
+	// waits on it, so that once remove returns no answer from this leader
+	// can still land on the removed partition, and all it applied has been
+	// told (Kafka's removePartitions waits on partitionMapLock for the
+	// same reason; here no lock is held while an answer is applied or
+	// told, so the listener may call back into this package).
+	settled *sync.Cond // on mu
 
-	// applyMu is held while a response is checked against parts and
-	// applied to a partition (append, truncation). remove takes it too, so
-	// once remove returns no response from this leader can still land on
-	// the removed partition (Kafka's partitionMapLock).
-	applyMu sync.Mutex
+	// told gathers what the apply in progress has to tell the listener.
+	// Only the goroutine applying (run) touches it.
+	told news
 
 	wake   chan struct{}      // a partition was added
 	ctx    context.Context    // cancelled by shutdown, ending a fetch in flight
@@ -58,6 +67,7 @@ func newFetcher(m *Manager, leaderID int32, addr string) *fetcher {
 	f := &fetcher{m: m, leaderID: leaderID, addr: addr, parts: map[commitlog.TopicPartition]*fetchState{},
 		logger: m.logger.With("fetcher", fmt.Sprintf("%d->%d", m.cfg.BrokerID, leaderID)),
 		wake:   make(chan struct{}, 1), ctx: ctx, cancel: cancel, done: make(chan struct{})}
+	f.settled = sync.NewCond(&f.mu)
 	// Kafka's ReplicaFetcherManager logs the same: which leader, at which
 	// address (its endpoint on the inter-broker listener).
 	f.logger.Info("added fetcher to broker", "leader", leaderID, "addr", addr)
@@ -78,22 +88,18 @@ func (f *fetcher) add(tp commitlog.TopicPartition, p *Partition, epoch int32) {
 }
 
 // remove stops fetching a partition and returns how many remain. It waits
-// for a response being applied to finish.
+// for an answer being applied to it, and told, to finish.
 func (f *fetcher) remove(tp commitlog.TopicPartition) int {
 	f.mu.Lock()
-	delete(f.parts, tp)
-	n := len(f.parts)
-	f.mu.Unlock()
-	// A barrier, not a critical section: wait for an answer being applied
-	// to finish (appliers take applyMu, then mu; we hold neither here).
-	f.applyMu.Lock()
-	f.applyMu.Unlock() //nolint:staticcheck // SA2001: deliberate
-
-	return n
+	defer f.mu.Unlock()
+	s, ok := f.parts[tp]
+	delete(f.parts, tp) // no new turn at s begins: apply checks parts
+	for ok && s.busy > 0 {
+		f.settled.Wait()
+	}
+	return len(f.parts)
 }
 
-// states returns the partitions and their epochs, for moving them to
-// another fetcher.
 // state returns tp's fetch state, if this fetcher fetches it.
 func (f *fetcher) state(tp commitlog.TopicPartition) (*fetchState, bool) {
 	f.mu.Lock()
@@ -102,6 +108,8 @@ func (f *fetcher) state(tp commitlog.TopicPartition) (*fetchState, bool) {
 	return s, ok
 }
 
+// states returns the partitions and their epochs, for moving them to
+// another fetcher.
 func (f *fetcher) states() map[commitlog.TopicPartition]*fetchState {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -112,15 +120,30 @@ func (f *fetcher) states() map[commitlog.TopicPartition]*fetchState {
 	return out
 }
 
-// apply runs fn, which changes tp's log, if s is still tp's state; it
-// holds applyMu so that remove cannot pass it. It reports whether fn ran.
+// apply runs fn, which changes tp's log, if s is still tp's state, then
+// tells the listener what fn gathered in f.told: a whole partition's
+// answer applied, then told, with no lock held throughout (the listener
+// may look partitions up). s counts as busy meanwhile, so that remove
+// waits for both. It reports whether fn ran.
 func (f *fetcher) apply(tp commitlog.TopicPartition, s *fetchState, fn func()) bool {
-	f.applyMu.Lock()
-	defer f.applyMu.Unlock()
-	if !f.current(tp, s) {
+	f.mu.Lock()
+	if f.parts[tp] != s {
+		f.mu.Unlock()
 		return false
 	}
+	s.busy++
+	f.mu.Unlock()
+	defer func() {
+		f.mu.Lock()
+		if s.busy--; s.busy == 0 {
+			f.settled.Broadcast()
+		}
+		f.mu.Unlock()
+	}()
 	fn()
+	told := f.told
+	f.told = nil
+	told.tell()
 	return true
 }
 
@@ -128,14 +151,6 @@ func (f *fetcher) apply(tp commitlog.TopicPartition, s *fetchState, fn func()) b
 func (f *fetcher) shutdown() {
 	f.cancel()
 	<-f.done
-}
-
-// current reports whether s is still the state of tp: a response for a
-// partition that was removed or re-added meanwhile is dropped.
-func (f *fetcher) current(tp commitlog.TopicPartition, s *fetchState) bool {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.parts[tp] == s
 }
 
 // snapshot returns the partitions ready to truncate and to fetch, and the
@@ -325,7 +340,7 @@ func (f *fetcher) truncateFromAnswer(tp commitlog.TopicPartition, s *fetchState,
 func (f *fetcher) finishTruncation(tp commitlog.TopicPartition, s *fetchState, offset int64, done bool) {
 	before := s.p.Log.EndOffset()
 	if offset < before {
-		if err := s.p.TruncateTo(offset); err != nil {
+		if err := s.p.truncateTo(offset, &f.told); err != nil {
 			f.delay(tp, s, err)
 			return
 		}
@@ -451,9 +466,9 @@ func (f *fetcher) handlePartition(tp commitlog.TopicPartition, s *fetchState, rp
 		// The records and the high watermark first, then the leader's log
 		// start (DeleteRecords there), which the new high watermark may
 		// now allow (Kafka's processPartitionData, in that order).
-		if _, err := s.p.AppendAsFollower(rp.RecordBatches, rp.HighWatermark); err != nil {
+		if _, err := s.p.appendAsFollower(rp.RecordBatches, rp.HighWatermark, &f.told); err != nil {
 			f.delay(tp, s, err)
-		} else if err := s.p.MaybeIncrementLogStartOffset(rp.LogStartOffset); err != nil {
+		} else if err := s.p.maybeIncrementLogStartOffset(rp.LogStartOffset, &f.told); err != nil {
 			f.delay(tp, s, err)
 		}
 	case errors.Is(err, kerr.OffsetOutOfRange):
@@ -461,7 +476,7 @@ func (f *fetcher) handlePartition(tp commitlog.TopicPartition, s *fetchState, rp
 			// The leader deleted what we need: start over at its start.
 			f.logger.Warn("leader no longer has our next offset; starting over", "partition", tp,
 				"log_end", leo, "leader_log_start", rp.LogStartOffset)
-			if err := s.p.TruncateFullyAndStartAt(rp.LogStartOffset); err != nil {
+			if err := s.p.truncateFullyAndStartAt(rp.LogStartOffset, &f.told); err != nil {
 				f.delay(tp, s, err)
 			}
 			return false

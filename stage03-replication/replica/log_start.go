@@ -51,7 +51,9 @@ func (p *Partition) DeleteRecordsOnLeader(offset int64, alive func(id int32) boo
 		return 0, 0, err
 	}
 	if moved {
-		p.logStartAdvanced(offset)
+		var n news
+		p.logStartAdvanced(offset, &n)
+		n.tell()
 	}
 	lw, err := p.LowWatermark(alive)
 	return offset, lw, err
@@ -87,6 +89,12 @@ func (p *Partition) LowWatermark(alive func(id int32) bool) (int64, error) {
 // up to it are here (the leader's start is never past its own high
 // watermark, nor, then, this replica's once it has caught up).
 func (p *Partition) MaybeIncrementLogStartOffset(leaderStart int64) error {
+	var n news
+	defer func() { n.tell() }()
+	return p.maybeIncrementLogStartOffset(leaderStart, &n)
+}
+
+func (p *Partition) maybeIncrementLogStartOffset(leaderStart int64, n *news) error {
 	p.mu.RLock()
 	if leaderStart > p.highWatermark {
 		p.mu.RUnlock()
@@ -98,17 +106,17 @@ func (p *Partition) MaybeIncrementLogStartOffset(leaderStart int64) error {
 		return err
 	}
 	if moved {
-		p.logStartAdvanced(leaderStart)
+		p.logStartAdvanced(leaderStart, n)
 	}
 	return nil
 }
 
 // logStartAdvanced forgets the leader epochs that ended before the new
-// start (Kafka's leaderEpochCache.truncateFromStart) and tells the
-// listener (stage 04 forgets producers). Called with no lock held.
-func (p *Partition) logStartAdvanced(start int64) {
+// start (Kafka's leaderEpochCache.truncateFromStart) and gathers the news
+// for the listener (stage 04 forgets producers). Called with no lock held.
+func (p *Partition) logStartAdvanced(start int64, n *news) {
 	if err := p.Epochs.TruncateFromStart(start); err != nil {
 		p.logger.Error("leader epoch cache", "err", err)
 	}
-	p.listener.LogStartAdvanced(p, start)
+	n.add(func() { p.listener.LogStartAdvanced(p, start) })
 }

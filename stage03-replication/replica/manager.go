@@ -41,24 +41,52 @@ type Options struct {
 // the controller's LeaderAndIsr and StopReplica requests into leaders and
 // followers, runs one fetcher per leader broker for its followers, and
 // checkpoints the high watermarks.
+//
+// Its locks, and what may be called while each is held, are listed in
+// chapter 3, "Locks". In short: requests from clients look partitions up
+// without a lock (partitions); the controller's requests are serialized by
+// stateMu, which no client request takes, so that their slow parts
+// (creating logs, stopping fetchers) stall nobody else; and no fsync is
+// made under a lock a client request needs.
 type Manager struct {
 	cfg    Config
 	store  *store.Store
 	opts   Options
 	logger *slog.Logger
 
+	// stateMu serializes the changes of roles: LeaderAndIsr, StopReplica
+	// and Close (Kafka's replicaStateChangeLock). It is held across
+	// everything they do, creating and deleting logs and stopping fetches
+	// (which waits for an answer being applied and told), and taken by
+	// nothing that serves a client.
+	stateMu  sync.Mutex
+	fetchers map[int32]*fetcher // by leader id. Protected by stateMu.
+
+	// partitions holds the replicas that have been given a role (Kafka's
+	// allPartitions): read with no lock (Partition, RetentionLimit), put
+	// and removed under stateMu.
+	partitions pool[commitlog.TopicPartition, *Partition]
+	// checkpointed holds the high watermarks read at start, for replicas
+	// not yet told their role: read with no lock, removed under stateMu.
+	checkpointed pool[commitlog.TopicPartition, int64]
+
 	mu              sync.Mutex
-	partitions      map[commitlog.TopicPartition]*Partition // Protected by mu.
-	controllerEpoch int32                                   // highest seen. Protected by mu.
-	fetchers        map[int32]*fetcher                      // by leader id. Protected by mu.
-	checkpointed    map[commitlog.TopicPartition]int64      // high watermarks read at start. Protected by mu.
+	controllerEpoch int32 // highest seen. Protected by mu, which guards nothing else and is held for nothing else.
+
+	// hwMu serializes the writers of the high watermark checkpoint (the
+	// checkpoint loop, Close); it is held across the write and its fsync.
+	hwMu sync.Mutex
+
+	// epochs holds the leader epoch caches that LeaderAndIsr left to
+	// write; epochFlushLoop writes them.
+	epochs epochFlusher
 
 	// pauseMu guards paused, resumed and requesting: fetchers wait while
 	// paused is set (PauseFetching); resumed is closed and replaced when it
 	// is cleared; requesting counts the fetchers' requests in flight, and
-	// idle is signalled when it falls to 0. Not mu: LeaderAndIsr holds mu
-	// while it waits for a fetcher to stop, and a fetcher checks for a
-	// pause.
+	// idle is signalled when it falls to 0. Not stateMu: LeaderAndIsr
+	// holds stateMu while it waits for a fetcher to stop, and a fetcher
+	// checks for a pause.
 	pauseMu    sync.Mutex
 	paused     bool
 	resumed    chan struct{}
@@ -90,11 +118,15 @@ func NewManager(cfg Config, store *store.Store, opts Options) (*Manager, error) 
 		return nil, err
 	}
 	m := &Manager{cfg: cfg, store: store, opts: opts, logger: opts.Logger.With("broker", cfg.BrokerID),
-		partitions: map[commitlog.TopicPartition]*Partition{}, fetchers: map[int32]*fetcher{},
-		checkpointed: hws, resumed: make(chan struct{}), stop: make(chan struct{})}
+		fetchers: map[int32]*fetcher{}, resumed: make(chan struct{}), stop: make(chan struct{}),
+		epochs: epochFlusher{wake: make(chan struct{}, 1)}}
+	for tp, hw := range hws {
+		m.checkpointed.put(tp, hw)
+	}
 	m.idle = sync.NewCond(&m.pauseMu)
-	m.done.Add(1)
+	m.done.Add(2)
 	go m.checkpointLoop()
+	go m.epochFlushLoop()
 	return m, nil
 }
 
@@ -102,20 +134,15 @@ func NewManager(cfg Config, store *store.Store, opts Options) (*Manager, error) 
 func (m *Manager) Config() Config { return m.cfg }
 
 // Partition returns this broker's replica of a partition, if it has one
-// with a role.
+// with a role. It takes no lock: every Produce and Fetch looks up here.
 func (m *Manager) Partition(topic string, partition int32) (*Partition, bool) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	p, ok := m.partitions[commitlog.TopicPartition{Topic: topic, Partition: partition}]
-	return p, ok
+	return m.partitions.get(commitlog.TopicPartition{Topic: topic, Partition: partition})
 }
 
 // Partitions lists the replicas this broker holds, by topic and number.
 func (m *Manager) Partitions() []*Partition {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	out := make([]*Partition, 0, len(m.partitions))
-	for _, p := range m.partitions {
+	var out []*Partition
+	for _, p := range m.partitions.all() {
 		out = append(out, p)
 	}
 	slices.SortFunc(out, func(a, b *Partition) int { return a.TopicPartition.Compare(b.TopicPartition) })
@@ -150,29 +177,44 @@ func (m *Manager) checkControllerEpochLocked(epoch int32) error {
 // leader epoch is not newer than the partition's is ignored (its error says
 // so), as Kafka does. leaders maps leader ids to "host:port". It returns an
 // error per partition, or ErrStaleController for the whole request.
+//
+// It holds stateMu only, so clients' requests go on meanwhile, and makes no
+// fsync of its own: the new leaders' epochs are written to their
+// checkpoints by epochFlushLoop, in the background and in parallel (or by
+// a leader's first append, which waits for its own).
 func (m *Manager) LeaderAndIsr(controllerEpoch int32, states map[commitlog.TopicPartition]LeaderAndIsrState, leaders map[int32]string) (map[commitlog.TopicPartition]error, error) {
 	var changed []*Partition
 	defer func() { m.tell(changed) }() // after the unlock below
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if err := m.checkControllerEpochLocked(controllerEpoch); err != nil {
+	m.stateMu.Lock()
+	defer m.stateMu.Unlock()
+	if err := m.CheckControllerEpoch(controllerEpoch); err != nil {
 		return nil, err
 	}
 	results := map[commitlog.TopicPartition]error{}
+	var idle []*fetcher               // left with nothing to fetch
+	var unflushed []*LeaderEpochCache // new leaders' epochs, in memory only
 	for tp, s := range states {
-		p, err := m.partitionLocked(tp, s)
+		p, created, err := m.partitionLocked(tp, s)
 		if err != nil {
 			results[tp] = err
 			continue
 		}
 		// Stop fetching before the role changes, so that no answer from
-		// the old leader can be applied under the new role. A state that
-		// turns out stale is put back as it was.
+		// the old leader can be applied under the new role, nor told
+		// after it. A state that turns out stale is put back as it was.
 		old, oldFetch := m.fetchStateLocked(tp)
-		m.removeFetchLocked(tp)
+		idle = append(idle, m.removeFetchLocked(tp)...)
 		if s.Leader == m.cfg.BrokerID {
-			err = p.MakeLeader(s)
-		} else if err = p.MakeFollower(s); err == nil {
+			if err = p.MakeLeader(s); err == nil && !p.Epochs.Flushed() {
+				unflushed = append(unflushed, p.Epochs)
+			}
+		} else {
+			err = p.MakeFollower(s)
+		}
+		if created {
+			m.partitions.put(tp, p) // with its role, before its fetcher can tell of it
+		}
+		if err == nil && s.Leader != m.cfg.BrokerID {
 			addr, ok := leaders[s.Leader]
 			if ok {
 				m.addFetchLocked(tp, p, s.Leader, s.LeaderEpoch, addr)
@@ -188,35 +230,36 @@ func (m *Manager) LeaderAndIsr(controllerEpoch int32, states map[commitlog.Topic
 		}
 		results[tp] = err
 	}
+	m.epochs.add(unflushed)
+	shutdownFetchers(idle)
 	return results, nil
 }
 
 // partitionLocked returns the replica of tp, creating it (and its log) when
-// the controller assigns it here for the first time.
-func (m *Manager) partitionLocked(tp commitlog.TopicPartition, s LeaderAndIsrState) (*Partition, error) {
-	if p, ok := m.partitions[tp]; ok {
-		return p, nil
+// the controller assigns it here for the first time; created says so, and
+// the caller publishes it once it has its role. Called with stateMu held.
+func (m *Manager) partitionLocked(tp commitlog.TopicPartition, s LeaderAndIsrState) (p *Partition, created bool, err error) {
+	if p, ok := m.partitions.get(tp); ok {
+		return p, false, nil
 	}
 	isReplica := false
 	for _, id := range s.Replicas {
 		isReplica = isReplica || id == m.cfg.BrokerID
 	}
 	if !isReplica {
-		return nil, fmt.Errorf("%w: %s replicas %v", ErrNotReplica, tp, s.Replicas)
+		return nil, false, fmt.Errorf("%w: %s replicas %v", ErrNotReplica, tp, s.Replicas)
 	}
 	bp, ok := m.store.Partition(tp.Topic, tp.Partition)
 	if !ok {
-		var err error
 		if bp, err = m.store.CreatePartition(tp); err != nil {
-			return nil, err
+			return nil, false, err
 		}
 	}
-	p, err := newPartition(bp, m.cfg.BrokerID, m.checkpointed[tp], m.opts)
-	if err != nil {
-		return nil, err
+	hw, _ := m.checkpointed.get(tp)
+	if p, err = newPartition(bp, m.cfg.BrokerID, hw, m.opts); err != nil {
+		return nil, false, err
 	}
-	m.partitions[tp] = p
-	return p, nil
+	return p, true, nil
 }
 
 // StopReplica stops this broker's replicas of partitions, deleting their
@@ -224,21 +267,26 @@ func (m *Manager) partitionLocked(tp commitlog.TopicPartition, s LeaderAndIsrSta
 func (m *Manager) StopReplica(controllerEpoch int32, tps []commitlog.TopicPartition, deleteLogs bool) (map[commitlog.TopicPartition]error, error) {
 	var changed []*Partition
 	defer func() { m.tell(changed) }() // after the unlock below
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if err := m.checkControllerEpochLocked(controllerEpoch); err != nil {
+	m.stateMu.Lock()
+	defer m.stateMu.Unlock()
+	if err := m.CheckControllerEpoch(controllerEpoch); err != nil {
 		return nil, err
 	}
 	results := map[commitlog.TopicPartition]error{}
+	var idle []*fetcher
 	for _, tp := range tps {
-		m.removeFetchLocked(tp)
-		if p, ok := m.partitions[tp]; ok {
+		idle = append(idle, m.removeFetchLocked(tp)...)
+		p, ok := m.partitions.get(tp)
+		if ok {
 			p.Stop()
 			changed = append(changed, p)
 		}
 		if deleteLogs {
-			delete(m.partitions, tp)
-			delete(m.checkpointed, tp)
+			if ok {
+				p.Epochs.deleted() // no checkpoint written into a deleted directory
+			}
+			m.partitions.remove(tp)
+			m.checkpointed.remove(tp)
 			if _, ok := m.store.Partition(tp.Topic, tp.Partition); ok {
 				results[tp] = m.store.DeletePartition(tp)
 				continue
@@ -246,9 +294,11 @@ func (m *Manager) StopReplica(controllerEpoch int32, tps []commitlog.TopicPartit
 		}
 		results[tp] = nil
 	}
+	shutdownFetchers(idle)
 	return results, nil
 }
 
+// addFetchLocked fetches tp from leader at addr. Called with stateMu held.
 func (m *Manager) addFetchLocked(tp commitlog.TopicPartition, p *Partition, leader, epoch int32, addr string) {
 	f, ok := m.fetchers[leader]
 	if ok && f.addr != addr {
@@ -271,6 +321,7 @@ func (m *Manager) addFetchLocked(tp commitlog.TopicPartition, p *Partition, lead
 // fetchStateLocked returns tp's fetch state and fetcher, if it is fetched.
 // One lookup per fetcher (one per leader): a LeaderAndIsr for thousands of
 // partitions used to copy every fetcher's whole map for each of them.
+// Called with stateMu held.
 func (m *Manager) fetchStateLocked(tp commitlog.TopicPartition) (*fetchState, *fetcher) {
 	for _, f := range m.fetchers {
 		if st, ok := f.state(tp); ok {
@@ -280,12 +331,29 @@ func (m *Manager) fetchStateLocked(tp commitlog.TopicPartition) (*fetchState, *f
 	return nil, nil
 }
 
-func (m *Manager) removeFetchLocked(tp commitlog.TopicPartition) {
+// removeFetchLocked stops fetching tp: once it returns, nothing its fetcher
+// applied is left untold, and nothing more will be applied. It returns the
+// fetchers left with nothing to fetch, forgotten here: the caller shuts
+// them down (shutdownFetchers), all at once. Called with stateMu held.
+func (m *Manager) removeFetchLocked(tp commitlog.TopicPartition) []*fetcher {
+	var idle []*fetcher
 	for id, f := range m.fetchers {
 		if f.remove(tp) == 0 {
-			f.shutdown()
+			idle = append(idle, f)
 			delete(m.fetchers, id)
 		}
+	}
+	return idle
+}
+
+// shutdownFetchers stops fetchers and waits for them: each first, so that
+// the waits overlap.
+func shutdownFetchers(fs []*fetcher) {
+	for _, f := range fs {
+		f.cancel()
+	}
+	for _, f := range fs {
+		<-f.done
 	}
 }
 
@@ -301,16 +369,13 @@ func (m *Manager) tell(changed []*Partition) {
 // watermark, so that records not yet on every in-sync replica are never
 // deleted on the leader, and a follower deletes no more than its leader has
 // committed. A partition not yet told its role keeps the high watermark
-// of its last checkpoint. It is the store's Options.RetentionLimit.
+// of its last checkpoint. It is the store's Options.RetentionLimit, and
+// takes no lock.
 func (m *Manager) RetentionLimit(tp commitlog.TopicPartition, l *commitlog.Log) int64 {
-	m.mu.Lock()
-	p, ok := m.partitions[tp]
-	hw, checkpointed := m.checkpointed[tp]
-	m.mu.Unlock()
-	switch {
-	case ok:
+	if p, ok := m.partitions.get(tp); ok {
 		return p.HighWatermark()
-	case checkpointed:
+	}
+	if hw, ok := m.checkpointed.get(tp); ok {
 		return hw
 	}
 	return l.StartOffset() // nothing known: delete nothing
@@ -318,19 +383,16 @@ func (m *Manager) RetentionLimit(tp commitlog.TopicPartition, l *commitlog.Log) 
 
 // StartOffsetAdvanced forgets the leader epochs that ended before a
 // partition's new log start, after retention deleted its head (Kafka's
-// leaderEpochCache.truncateFromStart). It is the store's
-// Options.StartOffsetAdvanced.
+// leaderEpochCache.truncateFromStart), and tells the listener. It is the
+// store's Options.StartOffsetAdvanced, and takes no lock.
 func (m *Manager) StartOffsetAdvanced(tp commitlog.TopicPartition, _ *commitlog.Log, start int64) {
-	m.mu.Lock()
-	p, ok := m.partitions[tp]
-	m.mu.Unlock()
+	p, ok := m.partitions.get(tp)
 	if !ok {
 		return
 	}
-	if err := p.Epochs.TruncateFromStart(start); err != nil {
-		m.logger.Error("leader epoch cache", "partition", tp, "err", err)
-	}
-	m.opts.Listener.LogStartAdvanced(p, start)
+	var n news
+	p.logStartAdvanced(start, &n)
+	n.tell()
 }
 
 // PauseFetching stops (true) or restarts (false) every fetcher of this
@@ -389,17 +451,20 @@ func (m *Manager) endRequest() {
 
 // CheckpointHighWatermarks writes every partition's high watermark.
 func (m *Manager) CheckpointHighWatermarks() error {
-	m.mu.Lock()
-	hws := make(map[commitlog.TopicPartition]int64, len(m.partitions)+len(m.checkpointed))
-	for tp, hw := range m.checkpointed {
-		if _, ok := m.store.Partition(tp.Topic, tp.Partition); ok {
-			hws[tp] = hw // a replica not yet told its role keeps its old value
-		}
+	m.hwMu.Lock()
+	defer m.hwMu.Unlock()
+	hws := map[commitlog.TopicPartition]int64{}
+	for tp, hw := range m.checkpointed.all() {
+		hws[tp] = hw // a replica not yet told its role keeps its old value
 	}
-	for tp, p := range m.partitions {
+	for tp, p := range m.partitions.all() {
 		hws[tp] = p.HighWatermark()
 	}
-	m.mu.Unlock()
+	for tp := range hws {
+		if _, ok := m.store.Partition(tp.Topic, tp.Partition); !ok {
+			delete(hws, tp) // deleted meanwhile, or never here
+		}
+	}
 	return commitlog.WriteOffsetCheckpoint(filepath.Join(m.store.Dir(), HighWatermarkCheckpointFile), hws)
 }
 
@@ -419,15 +484,18 @@ func (m *Manager) checkpointLoop() {
 	}
 }
 
-// Close stops the fetchers and writes the high watermarks.
+// Close stops the fetchers and writes the leader epochs still in memory
+// and the high watermarks.
 func (m *Manager) Close() error {
 	close(m.stop)
 	m.done.Wait()
-	m.mu.Lock()
+	m.stateMu.Lock()
+	var all []*fetcher
 	for id, f := range m.fetchers {
-		f.shutdown()
+		all = append(all, f)
 		delete(m.fetchers, id)
 	}
-	m.mu.Unlock()
-	return m.CheckpointHighWatermarks()
+	shutdownFetchers(all)
+	m.stateMu.Unlock()
+	return errors.Join(m.flushEpochs(m.epochs.take()), m.CheckpointHighWatermarks())
 }

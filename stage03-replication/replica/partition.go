@@ -227,10 +227,10 @@ func (p *Partition) MakeLeader(s LeaderAndIsrState) error {
 		p.mu.Unlock()
 		return err
 	}
-	if err := p.Epochs.Assign(s.LeaderEpoch, p.Log.EndOffset()); err != nil {
-		p.mu.Unlock()
-		return err
-	}
+	// In memory only: no fsync under the lock, nor one per partition in
+	// a LeaderAndIsr. The Manager writes the checkpoint in the background,
+	// and the first append of this epoch waits for it (AppendAsLeader).
+	p.Epochs.assignUnflushed(s.LeaderEpoch, p.Log.EndOffset())
 	p.applyStateLocked(s, Leader)
 	p.epochStartOffset = p.Log.EndOffset()
 	now := p.now()
@@ -382,7 +382,20 @@ func (p *Partition) AppendAsLeader(batch []byte) (first, last int64, err error) 
 // slips between them (Kafka's appendRecordsToLeader holds its
 // leaderIsrUpdateLock the same way).
 func (p *Partition) AppendAsLeaderMinISR(batch []byte, minISR int) (first, last int64, err error) {
-	p.mu.RLock()
+	// A batch of an epoch is written only once the epoch's entry is in
+	// the checkpoint file (MakeLeader leaves it in memory): flush, with
+	// no lock held, until the cache is flushed under the read lock too
+	// (a LeaderAndIsr may have come in between).
+	for {
+		if err := p.Epochs.Flush(); err != nil {
+			return 0, 0, err
+		}
+		p.mu.RLock()
+		if p.Epochs.Flushed() {
+			break // with the read lock held
+		}
+		p.mu.RUnlock()
+	}
 	if p.role != Leader {
 		p.mu.RUnlock()
 		return 0, 0, ErrNotLeader
@@ -394,12 +407,12 @@ func (p *Partition) AppendAsLeaderMinISR(batch []byte, minISR int) (first, last 
 	}
 	// Appending under the read lock keeps a leader change (which takes
 	// the write lock) from interleaving with the append. Like Kafka, every
-	// append makes sure the cache knows where its epoch starts (a no-op
-	// but for the first batch of an epoch).
+	// append first makes sure the cache knows where its epoch starts: a
+	// no-op, since MakeLeader recorded it.
 	epoch := p.leaderEpoch
-	first, last, err = p.Log.AppendAsLeader(batch, epoch)
+	err = p.Epochs.Assign(epoch, p.Log.EndOffset())
 	if err == nil {
-		err = p.Epochs.Assign(epoch, first)
+		first, last, err = p.Log.AppendAsLeader(batch, epoch)
 	}
 	p.mu.RUnlock()
 	if err != nil {
@@ -548,22 +561,37 @@ func (p *Partition) EndOffsetForEpoch(epoch, clientEpoch int32) (int32, int64, e
 // the end of records (the leader's read stops at its byte limit) is left for
 // the next fetch. It returns the new log end offset.
 func (p *Partition) AppendAsFollower(records []byte, leaderHW int64) (int64, error) {
+	var n news
+	defer func() { n.tell() }()
+	return p.appendAsFollower(records, leaderHW, &n)
+}
+
+// appendAsFollower is AppendAsFollower, gathering what to tell in n: the
+// fetcher tells it once the apply is done.
+func (p *Partition) appendAsFollower(records []byte, leaderHW int64, n *news) (int64, error) {
 	whole := wholeBatches(records)
 	if len(whole) > 0 {
-		if _, _, err := p.Log.AppendAsFollower(whole); err != nil {
-			return 0, err
-		}
 		// Each batch carries the epoch of the leader that appended it;
-		// the cache learns where each epoch starts from them.
+		// the cache learns where each epoch starts from them, and writes
+		// it before the batches reach the log, as Kafka's append does: a
+		// batch on disk whose epoch the checkpoint lacks would mislead
+		// the truncation after a crash.
+		changed := false
 		for b := whole; len(b) > 0; {
 			h, err := record.ReadHeader(b)
 			if err != nil {
 				return 0, err
 			}
-			if err := p.Epochs.Assign(h.PartitionLeaderEpoch, h.BaseOffset); err != nil {
+			changed = p.Epochs.assignUnflushed(h.PartitionLeaderEpoch, h.BaseOffset) || changed
+			b = b[h.Size():]
+		}
+		if changed {
+			if err := p.Epochs.Flush(); err != nil {
 				return 0, err
 			}
-			b = b[h.Size():]
+		}
+		if _, _, err := p.Log.AppendAsFollower(whole); err != nil {
+			return 0, err
 		}
 		p.Appended.Notify()
 	}
@@ -577,11 +605,11 @@ func (p *Partition) AppendAsFollower(records []byte, leaderHW int64) (int64, err
 	}
 	p.mu.Unlock()
 	if len(whole) > 0 {
-		p.listener.Replicated(p, whole)
-		p.listener.Appended(p)
+		n.add(func() { p.listener.Replicated(p, whole) })
+		n.add(func() { p.listener.Appended(p) })
 	}
 	if advanced {
-		p.listener.HighWatermarkAdvanced(p)
+		n.add(func() { p.listener.HighWatermarkAdvanced(p) })
 	}
 	return leo, nil
 }
@@ -602,6 +630,12 @@ func wholeBatches(records []byte) []byte {
 // TruncateTo removes the log's tail from offset, with the epochs that
 // started there, as a follower does when its log diverged from its leader's.
 func (p *Partition) TruncateTo(offset int64) error {
+	var n news
+	defer func() { n.tell() }()
+	return p.truncateTo(offset, &n)
+}
+
+func (p *Partition) truncateTo(offset int64, n *news) error {
 	if offset < 0 {
 		return fmt.Errorf("replica: truncate %s to offset %d", p.TopicPartition, offset)
 	}
@@ -620,13 +654,19 @@ func (p *Partition) TruncateTo(offset int64) error {
 	p.mu.Lock()
 	p.highWatermark = min(p.highWatermark, end)
 	p.mu.Unlock()
-	p.listener.Truncated(p, end)
+	n.add(func() { p.listener.Truncated(p, end) })
 	return nil
 }
 
 // TruncateFullyAndStartAt empties the log and restarts it at offset, when
 // the leader no longer has the offsets the follower needs.
 func (p *Partition) TruncateFullyAndStartAt(offset int64) error {
+	var n news
+	defer func() { n.tell() }()
+	return p.truncateFullyAndStartAt(offset, &n)
+}
+
+func (p *Partition) truncateFullyAndStartAt(offset int64, n *news) error {
 	if err := p.Log.TruncateFullyAndStartAt(offset); err != nil {
 		return err
 	}
@@ -636,6 +676,6 @@ func (p *Partition) TruncateFullyAndStartAt(offset int64) error {
 	p.mu.Lock()
 	p.highWatermark = offset
 	p.mu.Unlock()
-	p.listener.Truncated(p, offset)
+	n.add(func() { p.listener.Truncated(p, offset) })
 	return nil
 }
