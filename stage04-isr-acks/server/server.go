@@ -79,7 +79,8 @@ func New(cfg Config, opts Options) (*Server, error) {
 		return nil, err
 	}
 	s.Server = base
-	s.ISR = isr.NewManager(cfg.Replica.BrokerID, base.Replicas, opts.States, cfg.LagTimeMax, isr.Options{Logger: opts.Logger})
+	s.ISR = isr.NewManager(cfg.Replica.BrokerID, base.Replicas, opts.States, cfg.LagTimeMax, isr.Options{Logger: opts.Logger,
+		Propagation: cfg.IsrChangePropagation})
 	l.s = s // before Start: no partition exists yet, so nothing has called l
 	if opts.ProducerIDs == nil {
 		opts.ProducerIDs = producer.FileNode{Path: filepath.Join(cfg.Broker.LogDir, "producer-id-block")}
