@@ -42,7 +42,11 @@ const lagMax = 1500 * time.Millisecond
 
 func startCluster(t *testing.T, props map[string]string) *testCluster {
 	t.Helper()
-	all := map[string]string{server.KeyLagTimeMax: fmt.Sprint(lagMax.Milliseconds())}
+	all := map[string]string{server.KeyLagTimeMax: fmt.Sprint(lagMax.Milliseconds()),
+		// ISR change notifications within a tenth of a second, not
+		// Kafka's 5 to 7.5 s: Metadata shows a change soon after it.
+		server.KeyIsrChangePropagationCheckInterval: "10", server.KeyIsrChangePropagationLinger: "50",
+		server.KeyIsrChangePropagationMaxDelay: "1000"}
 	for k, v := range props {
 		all[k] = v
 	}

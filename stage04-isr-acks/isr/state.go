@@ -127,7 +127,9 @@ var (
 
 // StateStore is where a leader records the ISR changes it makes: ZooKeeper
 // from stage 05 (Kafka's KafkaZkClient), an in-process MemoryStore in this
-// stage. Its methods may block on the network; callers hold no lock.
+// stage. Its methods may block on the network: the Manager calls them
+// from its own goroutines (the writer, the notifier) with no lock held,
+// never from a request handler.
 type StateStore interface {
 	// UpdatePartitionState writes tp's state if its version is still
 	// expectedVersion, and returns the new version; ErrBadVersion if the

@@ -85,6 +85,10 @@ func (a appender) appendPartition(base server.ReplicaAppender, part broker.Produ
 		return base.AppendPartition(part, minISR) // not idempotent, or refused there
 	}
 	pp, _, err := a.s.producers.entry(p)
+	if errors.Is(err, replica.ErrNotReplica) { // deleted since it was looked up
+		part.Response.ErrorCode = replica.ErrorCode(err)
+		return nil, 0, 0
+	}
 	if err != nil {
 		part.Response.ErrorCode = kerr.KafkaStorageError.Code
 		a.s.Logger().Error("producer state", "partition", p.TopicPartition, "err", err)
@@ -117,7 +121,7 @@ func (a appender) appendPartition(base server.ReplicaAppender, part broker.Produ
 			if p, last, epoch = base.AppendPartition(part, minISR); p != nil {
 				b.FirstOffset, b.LastOffset = part.Response.BaseOffset, last
 				st.Append(h.ProducerID, h.ProducerEpoch, b)
-				pp.recorded(a.s.Logger())
+				a.s.producers.recorded(pp)
 			}
 		}
 	})

@@ -37,6 +37,17 @@ const (
 	KeyProducerIDExpirationCheck = "producer.id.expiration.check.interval.ms"
 )
 
+// Not Kafka's keys: when a leader tells the controller of its ISR changes
+// (isr.IsrChangePropagationConfig). Kafka fixes these at 2500, 5000 and
+// 60000 ms (ZkIsrManager.DefaultIsrPropagationConfig, a field its own tests
+// override); here they are keys so that tests of brokers that run as
+// processes (stage 05) can shorten them. The defaults are Kafka's values.
+const (
+	KeyIsrChangePropagationCheckInterval = "isr.change.propagation.check.interval.ms"
+	KeyIsrChangePropagationLinger        = "isr.change.propagation.linger.ms"
+	KeyIsrChangePropagationMaxDelay      = "isr.change.propagation.max.delay.ms"
+)
+
 // Config is a stage 04 broker's configuration: stage 03's, and the ISR and
 // acks keys.
 type Config struct {
@@ -45,6 +56,8 @@ type Config struct {
 	// ProducerIDExpiration and ProducerIDExpirationCheck: see the keys.
 	ProducerIDExpiration      time.Duration
 	ProducerIDExpirationCheck time.Duration
+	// IsrChangePropagation: see KeyIsrChangePropagationLinger.
+	IsrChangePropagation isr.IsrChangePropagationConfig
 	// Topic is the broker-wide default of the topic-level keys.
 	Topic TopicConfig
 }
@@ -59,7 +72,8 @@ type TopicConfig struct {
 func DefaultTopicConfig() TopicConfig { return TopicConfig{MinInsyncReplicas: 1} }
 
 // keys are this stage's.
-var keys = []string{KeyLagTimeMax, KeyMinInsyncReplicas, KeyUncleanLeaderElection, KeyProducerIDExpiration, KeyProducerIDExpirationCheck}
+var keys = []string{KeyLagTimeMax, KeyMinInsyncReplicas, KeyUncleanLeaderElection, KeyProducerIDExpiration, KeyProducerIDExpirationCheck,
+	KeyIsrChangePropagationCheckInterval, KeyIsrChangePropagationLinger, KeyIsrChangePropagationMaxDelay}
 
 // Keys lists every key ParseConfig knows: stage 03's and this stage's.
 func Keys() []string { return append(server.Keys(), keys...) }
@@ -73,9 +87,13 @@ func ParseConfig(props map[string]string, logger *slog.Logger, extraKeys ...stri
 		return Config{}, err
 	}
 	cfg := Config{Config: base, LagTimeMax: isr.DefaultLagTimeMax,
-		ProducerIDExpiration: 7 * 24 * time.Hour, ProducerIDExpirationCheck: 10 * time.Minute}
+		ProducerIDExpiration: 7 * 24 * time.Hour, ProducerIDExpirationCheck: 10 * time.Minute,
+		IsrChangePropagation: isr.DefaultIsrChangePropagation}
 	for key, d := range map[string]*time.Duration{KeyLagTimeMax: &cfg.LagTimeMax,
-		KeyProducerIDExpiration: &cfg.ProducerIDExpiration, KeyProducerIDExpirationCheck: &cfg.ProducerIDExpirationCheck} {
+		KeyProducerIDExpiration: &cfg.ProducerIDExpiration, KeyProducerIDExpirationCheck: &cfg.ProducerIDExpirationCheck,
+		KeyIsrChangePropagationCheckInterval: &cfg.IsrChangePropagation.CheckInterval,
+		KeyIsrChangePropagationLinger:        &cfg.IsrChangePropagation.Linger,
+		KeyIsrChangePropagationMaxDelay:      &cfg.IsrChangePropagation.MaxDelay} {
 		if raw, ok := props[key]; ok {
 			ms, err := parseInt(key, raw, 1)
 			if err != nil {

@@ -19,10 +19,15 @@ func TestParseConfigReadsTheISRAndAcksKeysWithKafkasDefaults(t *testing.T) {
 	require.Equal(t, TopicConfig{MinInsyncReplicas: 1}, cfg.Topic)
 	require.Equal(t, 7*24*time.Hour, cfg.ProducerIDExpiration, "transactional.id.expiration.ms")
 	require.Equal(t, 10*time.Minute, cfg.ProducerIDExpirationCheck)
+	require.Equal(t, isr.IsrChangePropagationConfig{CheckInterval: 2500 * time.Millisecond, Linger: 5 * time.Second, MaxDelay: time.Minute},
+		cfg.IsrChangePropagation, "Kafka's fixed values")
 
 	cfg, err = ParseConfig(map[string]string{KeyLagTimeMax: "10000", KeyMinInsyncReplicas: "2", KeyUncleanLeaderElection: "true",
-		"replica.fetch.wait.max.ms": "100"}, quiet)
+		"replica.fetch.wait.max.ms": "100", KeyIsrChangePropagationCheckInterval: "10", KeyIsrChangePropagationLinger: "50",
+		KeyIsrChangePropagationMaxDelay: "1000"}, quiet)
 	require.NoError(t, err)
+	require.Equal(t, isr.IsrChangePropagationConfig{CheckInterval: 10 * time.Millisecond, Linger: 50 * time.Millisecond, MaxDelay: time.Second},
+		cfg.IsrChangePropagation)
 	require.Equal(t, 10*time.Second, cfg.LagTimeMax)
 	require.Equal(t, TopicConfig{MinInsyncReplicas: 2, UncleanLeaderElection: true}, cfg.Topic)
 	require.Equal(t, 100*time.Millisecond, cfg.Replica.FetchWaitMax, "stage 03's keys still read")

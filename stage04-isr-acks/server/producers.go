@@ -2,6 +2,7 @@ package server
 
 import (
 	"errors"
+	"fmt"
 	"log/slog"
 	"maps"
 	"math"
@@ -24,19 +25,45 @@ import (
 // a leader updates it as it appends, a follower as it replicates, and a
 // partition's state is first built by reading its log, so that it is the
 // same on every replica and survives a restart.
+//
+// Locks: mu guards the map and is held for map operations only, never
+// while a log is read or a file written: building one partition's state
+// (reading up to a segment of its log) holds up no other partition's
+// produces and replicated fetches, only the callers that need that same
+// state, which wait for it (partitionProducers.built). Each partition's
+// snapshot files are written under its own fileMu.
 type producerStates struct {
 	logger *slog.Logger
-	mu     sync.RWMutex                                     // every idempotent produce and replicated fetch looks here: read-locked
+	// held reports whether p is still this broker's replica of its
+	// partition: false once StopReplica deleted it, after which its log
+	// directory's name may belong to a new partition of the same name. nil:
+	// always (tests). Set before the broker starts.
+	held func(p *replica.Partition) bool
+	// rebuild builds a state from a log: rebuild, unless a test slows it.
+	// Set before the broker starts.
+	rebuild func(st *producer.State, l *commitlog.Log, logger *slog.Logger) (int64, error)
+
+	mu     sync.Mutex
 	states map[commitlog.TopicPartition]*partitionProducers // Protected by mu.
 }
 
 type partitionProducers struct {
-	p  *replica.Partition
-	st *producer.State
+	p *replica.Partition
+	// built is closed once the state is built from the log, or failed to
+	// be: by the first caller that needed it, outside producerStates.mu;
+	// the others wait for it.
+	built chan struct{}
+	st    *producer.State // set before built is closed, nil if err is set
+	err   error           // set before built is closed
 	// segment is the log's active segment when the state was last
 	// snapshotted (or built): when the log has rolled past it, the next
 	// recorded batch writes a snapshot.
 	segment atomic.Int64
+	// fileMu is held while this partition's snapshot files are written or
+	// removed, and by forget, so that once forget has returned no file is
+	// written into a directory that may now be another partition's.
+	fileMu  sync.Mutex
+	removed bool // the partition was deleted. Protected by fileMu.
 }
 
 // get returns p's state and whether this call built it from the log
@@ -49,32 +76,119 @@ func (ps *producerStates) get(p *replica.Partition) (*producer.State, bool, erro
 	return pp.st, built, nil
 }
 
+// entry returns p's entry, building its state from the log if this is
+// the first use (or p is a partition deleted and created again: the old
+// state is not its), and reports whether this call built it. A partition
+// that was deleted gets an error wrapping replica.ErrNotReplica, and no
+// entry.
 func (ps *producerStates) entry(p *replica.Partition) (*partitionProducers, bool, error) {
-	ps.mu.RLock()
-	pp, ok := ps.states[p.TopicPartition]
-	ps.mu.RUnlock()
+	tp := p.TopicPartition
+	ps.mu.Lock()
+	pp, ok := ps.states[tp]
 	if ok && pp.p == p {
+		ps.mu.Unlock()
+		<-pp.built
+		if pp.err != nil {
+			return nil, false, pp.err
+		}
 		return pp, false, nil
 	}
-	ps.mu.Lock()
-	defer ps.mu.Unlock()
-	if pp, ok := ps.states[p.TopicPartition]; ok && pp.p == p {
-		return pp, false, nil // built meanwhile
+	// The first use of p, or p is a new partition of a deleted one's name.
+	// Checked and entered under mu: forget, which runs after a deletion,
+	// then finds the entry, or this finds the deletion (a request that
+	// looked p up before StopReplica deleted it).
+	if !ps.holds(p) {
+		ps.mu.Unlock()
+		return nil, false, fmt.Errorf("%w: %s was deleted", replica.ErrNotReplica, tp)
 	}
-	st := producer.NewState()
-	from, err := rebuild(st, p.Log, ps.logger)
-	if err != nil {
-		return nil, false, err
-	}
-	ps.logger.Debug("producer state built", "partition", p.TopicPartition, "read_from", from,
-		"log_start", p.Log.StartOffset(), "log_end", p.Log.EndOffset(), "producers", st.Len())
+	old := pp
+	pp = &partitionProducers{p: p, built: make(chan struct{})}
 	if ps.states == nil {
 		ps.states = map[commitlog.TopicPartition]*partitionProducers{}
 	}
-	pp = &partitionProducers{p: p, st: st}
+	ps.states[tp] = pp
+	ps.mu.Unlock()
+	if ok {
+		old.retire() // the deleted partition's: it writes no more files
+	}
+
+	st := producer.NewState()
+	build := ps.rebuild
+	if build == nil {
+		build = rebuild
+	}
+	from, err := build(st, p.Log, ps.logger)
+	if err != nil {
+		ps.mu.Lock()
+		if ps.states[tp] == pp {
+			delete(ps.states, tp) // the next caller tries again
+		}
+		ps.mu.Unlock()
+		pp.err = fmt.Errorf("build the producer state of %s: %w", tp, err)
+		close(pp.built)
+		return nil, false, pp.err
+	}
+	ps.logger.Debug("producer state built", "partition", tp, "read_from", from,
+		"log_start", p.Log.StartOffset(), "log_end", p.Log.EndOffset(), "producers", st.Len())
+	pp.st = st
 	pp.segment.Store(p.Log.ActiveBaseOffset())
-	ps.states[p.TopicPartition] = pp
+	close(pp.built)
 	return pp, true, nil
+}
+
+// holds reports whether p is still this broker's replica (held). It
+// takes the partition store's lock, a leaf: callable with mu held.
+func (ps *producerStates) holds(p *replica.Partition) bool { return ps.held == nil || ps.held(p) }
+
+// forget drops p's state once p was deleted (StopReplica with
+// delete_partitions), so that a partition of the same name created later
+// starts from its own log, and waits for a snapshot of p being written.
+func (ps *producerStates) forget(p *replica.Partition) {
+	ps.mu.Lock()
+	pp, ok := ps.states[p.TopicPartition]
+	if ok && pp.p == p {
+		delete(ps.states, p.TopicPartition)
+	}
+	ps.mu.Unlock()
+	if ok && pp.p == p {
+		pp.retire()
+	}
+}
+
+// retire marks pp's partition deleted: its files are no longer written.
+func (pp *partitionProducers) retire() {
+	pp.fileMu.Lock()
+	pp.removed = true
+	pp.fileMu.Unlock()
+}
+
+// files runs f, which writes or removes pp's snapshot files, unless pp's
+// partition was deleted; under pp.fileMu, and no other lock of ps.
+func (ps *producerStates) files(pp *partitionProducers, f func(dir string)) {
+	pp.fileMu.Lock()
+	defer pp.fileMu.Unlock()
+	if pp.removed || !ps.holds(pp.p) {
+		return
+	}
+	f(pp.p.Log.Dir())
+}
+
+// builtEntries lists the entries whose states are built, for the tasks that go
+// over every partition (snapshot, expire) without holding ps.mu.
+func (ps *producerStates) builtEntries() []*partitionProducers {
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
+	out := make([]*partitionProducers, 0, len(ps.states))
+	for _, pp := range ps.states {
+		select {
+		case <-pp.built:
+			if pp.err == nil {
+				out = append(out, pp)
+			}
+		default: // being built: nothing to snapshot or expire yet
+		}
+	}
+	return out
 }
 
 // keepSnapshots is how many snapshots a roll leaves: the newest, and the
@@ -88,23 +202,25 @@ const keepSnapshots = 2
 // segment's base offset, and is written to a snapshot named by it, as
 // Kafka's Log.roll does: a restart after a crash then reads only the
 // batches from there on, not the whole log. The write is synchronous, as
-// Kafka's (once per segment, segment.bytes apart).
-func (pp *partitionProducers) recorded(logger *slog.Logger) {
-	p := pp.p
-	base := p.Log.ActiveBaseOffset()
+// Kafka's (once per segment, segment.bytes apart), and holds only this
+// partition's fileMu.
+func (ps *producerStates) recorded(pp *partitionProducers) {
+	base := pp.p.Log.ActiveBaseOffset()
 	if base <= pp.segment.Load() {
 		return
 	}
 	pp.segment.Store(base)
-	if err := writeSnapshot(pp.st, p.Log.Dir(), base); err != nil {
-		logger.Error("producer snapshot at roll", "partition", p.TopicPartition, "err", err)
-		return
-	}
-	offsets := slices.Sorted(maps.Keys(snapshots(p.Log.Dir())))
-	if len(offsets) > keepSnapshots {
-		keep := offsets[len(offsets)-keepSnapshots]
-		removeSnapshots(p.Log.Dir(), func(offset int64) bool { return offset < keep }, logger)
-	}
+	ps.files(pp, func(dir string) {
+		if err := writeSnapshot(pp.st, dir, base); err != nil {
+			ps.logger.Error("producer snapshot at roll", "partition", pp.p.TopicPartition, "err", err)
+			return
+		}
+		offsets := slices.Sorted(maps.Keys(snapshots(dir)))
+		if len(offsets) > keepSnapshots {
+			keep := offsets[len(offsets)-keepSnapshots]
+			removeSnapshots(dir, func(offset int64) bool { return offset < keep }, ps.logger)
+		}
+	})
 }
 
 // writeSnapshot writes st as of offset to dir's snapshot file for offset.
@@ -128,32 +244,31 @@ func writeSnapshot(st *producer.State, dir string, offset int64) error {
 // for a segment's worth of others' batches keeps only the newer part of
 // its window), and not above the log end read before the state (the
 // state holds at least what the log held there; the batches past it, and
-// those recorded twice, are skipped on reading).
+// those recorded twice, are skipped on reading). A deleted partition's
+// state is not written: its directory may be a new partition's by now.
 func (ps *producerStates) snapshot() {
-	ps.mu.Lock()
-	defer ps.mu.Unlock()
-	for tp, pp := range ps.states {
-		at := pp.p.Log.EndOffset()
-		if start, ok := pp.st.WindowStart(); ok {
-			at = min(at, max(start, pp.p.Log.ActiveBaseOffset()))
-		}
-		if err := writeSnapshot(pp.st, pp.p.Log.Dir(), at); err != nil {
-			ps.logger.Error("producer snapshot", "partition", tp, "err", err)
-			continue
-		}
-		removeSnapshots(pp.p.Log.Dir(), func(offset int64) bool { return offset != at }, ps.logger)
+	for _, pp := range ps.builtEntries() {
+		ps.files(pp, func(dir string) {
+			at := pp.p.Log.EndOffset()
+			if start, ok := pp.st.WindowStart(); ok {
+				at = min(at, max(start, pp.p.Log.ActiveBaseOffset()))
+			}
+			if err := writeSnapshot(pp.st, dir, at); err != nil {
+				ps.logger.Error("producer snapshot", "partition", pp.p.TopicPartition, "err", err)
+				return
+			}
+			removeSnapshots(dir, func(offset int64) bool { return offset != at }, ps.logger)
+		})
 	}
 }
 
 // expire forgets, in every partition, the producers idle for longer than
 // d (by their batches' timestamps, as Kafka).
 func (ps *producerStates) expire(d time.Duration) {
-	ps.mu.Lock()
-	defer ps.mu.Unlock()
 	cutoff := time.Now().Add(-d).UnixMilli()
-	for tp, pp := range ps.states {
+	for _, pp := range ps.builtEntries() {
 		if n := pp.st.ExpireBefore(cutoff); n > 0 {
-			ps.logger.Info("expired idle producer ids", "partition", tp, "count", n, "idle_for", d)
+			ps.logger.Info("expired idle producer ids", "partition", pp.p.TopicPartition, "count", n, "idle_for", d)
 		}
 	}
 }

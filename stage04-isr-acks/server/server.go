@@ -79,7 +79,14 @@ func New(cfg Config, opts Options) (*Server, error) {
 		return nil, err
 	}
 	s.Server = base
-	s.ISR = isr.NewManager(cfg.Replica.BrokerID, base.Replicas, opts.States, cfg.LagTimeMax, isr.Options{Logger: opts.Logger})
+	// A partition is this broker's while the store holds its log: StopReplica
+	// with delete_partitions takes it out before the listener hears of it.
+	s.producers.held = func(p *replica.Partition) bool {
+		bp, ok := base.Store().Partition(p.TopicPartition.Topic, p.TopicPartition.Partition)
+		return ok && bp == p.Partition
+	}
+	s.ISR = isr.NewManager(cfg.Replica.BrokerID, base.Replicas, opts.States, cfg.LagTimeMax, isr.Options{Logger: opts.Logger,
+		Propagation: cfg.IsrChangePropagation})
 	l.s = s // before Start: no partition exists yet, so nothing has called l
 	if opts.ProducerIDs == nil {
 		opts.ProducerIDs = producer.FileNode{Path: filepath.Join(cfg.Broker.LogDir, "producer-id-block")}
@@ -167,7 +174,7 @@ func (l *listener) Replicated(p *replica.Partition, batches []byte) {
 	if !built { // a state built now read these batches from the log already
 		observe(pp.st, batches)
 	}
-	pp.recorded(l.s.Logger())
+	l.s.producers.recorded(pp)
 }
 
 // Truncated: the batches cut from the log leave the producer state.
@@ -198,8 +205,15 @@ func (l *listener) FollowerFetched(p *replica.Partition, follower int32) {
 // StateChanged: a leader change answers waiting produces and
 // DeleteRecords with NOT_LEADER_OR_FOLLOWER and fetches with the new
 // error; an ISR change may decide a produce
-// (NOT_ENOUGH_REPLICAS_AFTER_APPEND).
+// (NOT_ENOUGH_REPLICAS_AFTER_APPEND). A partition stopped and deleted
+// (StopReplica with delete_partitions: stage 03 tells it after the log is
+// gone) loses its producer state, so that one of the same name created
+// later starts from its own log, and no snapshot of it lands in that
+// one's directory.
 func (l *listener) StateChanged(p *replica.Partition) {
+	if p.Role() == replica.None && !l.s.producers.holds(p) {
+		l.s.producers.forget(p)
+	}
 	l.s.Produces.CheckAndComplete(p.TopicPartition)
 	l.s.Fetches.CheckAndComplete(p.TopicPartition)
 	l.s.DeleteRecords.CheckAndComplete(p.TopicPartition)

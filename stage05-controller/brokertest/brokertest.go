@@ -67,13 +67,19 @@ func MainWith(m *testing.M, brokerPackage string) {
 
 // Defaults are the keys every test broker gets (a test's props override
 // them): ZooKeeper sessions as short as zktest's, an ISR lag and
-// controlled-shutdown backoff to match, and one partition's replicas on
-// every broker unless a test says otherwise.
+// controlled-shutdown backoff to match, ISR change notifications within a
+// tenth of a second of the change (Kafka's 5 to 7.5 s, stage 04's
+// isr.change.propagation.* keys, would outlast a frozen broker's session),
+// and one partition's replicas on every broker unless a test says
+// otherwise.
 var Defaults = map[string]string{
-	"zookeeper.session.timeout.ms":         fmt.Sprint(zktest.SessionTimeout.Milliseconds()),
-	"replica.lag.time.max.ms":              "2000",
-	"controlled.shutdown.retry.backoff.ms": "200",
-	"replica.fetch.wait.max.ms":            "200",
+	"zookeeper.session.timeout.ms":             fmt.Sprint(zktest.SessionTimeout.Milliseconds()),
+	"replica.lag.time.max.ms":                  "2000",
+	"controlled.shutdown.retry.backoff.ms":     "200",
+	"replica.fetch.wait.max.ms":                "200",
+	"isr.change.propagation.check.interval.ms": "20",
+	"isr.change.propagation.linger.ms":         "50",
+	"isr.change.propagation.max.delay.ms":      "1000",
 }
 
 // Cluster is a set of broker processes on one ensemble.
