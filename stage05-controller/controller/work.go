@@ -25,6 +25,7 @@ import (
 // leader one, and tells every live replica its role.
 func (c *Controller) failover(epoch kafkazk.ControllerEpoch) {
 	c.term++
+	c.termDone = make(chan struct{})
 	c.state = newClusterState(epoch, c.logger)
 	c.channels = newChannels(c.brokerID, c.IsActive, c.logger)
 	cs := c.state
@@ -88,9 +89,14 @@ func (c *Controller) failover(epoch kafkazk.ControllerEpoch) {
 }
 
 // resigned is Kafka's onControllerResignation: forget the state, stop
-// talking to brokers; the watches of this term are ignored from now on.
+// talking to brokers; the term's watch goroutines and timers end, and an
+// event one of them queued before is ignored.
 func (c *Controller) resigned() {
 	c.term++
+	if c.termDone != nil {
+		close(c.termDone)
+		c.termDone = nil
+	}
 	if c.channels != nil {
 		c.channels.closeAll()
 	}
@@ -116,11 +122,20 @@ func (c *Controller) failed(what string, err error) {
 
 // watch arms a ZooKeeper watch for this term: when it fires, f runs as an
 // event, unless the controller resigned or was elected again meanwhile.
+// The goroutine that waits for it ends with the term: a watch on a znode
+// nobody changes may never fire, and a controller that resigns and is
+// elected again arms every watch anew (ZooKeeper cannot take a watch
+// back; the old one fires into a channel nobody reads, and go-zookeeper
+// drops it then).
 func (c *Controller) watch(name string, ch <-chan zk.Event, f func(c *Controller)) {
-	term := c.term
+	term, termDone := c.term, c.termDone
+	if termDone == nil {
+		return // not the controller: nothing to react to
+	}
 	c.wg.Go(func() {
 		select {
 		case <-c.done:
+		case <-termDone:
 		case <-ch:
 			c.queue.put(event{name, func(c *Controller) {
 				if c.state != nil && c.term == term {
