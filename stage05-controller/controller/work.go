@@ -214,6 +214,12 @@ func (c *Controller) uncleanFor(topic string) bool {
 // OnlinePartition); a partition whose leader is gone gets one by
 // offlineElection. The decisions are written to ZooKeeper and added to b.
 func (c *Controller) electWhereNeeded(tps []commitlog.TopicPartition, b *batch) {
+	c.electLeaders(tps, b, true)
+}
+
+// electLeaders is electWhereNeeded; again says whether a decision that
+// finds its state changed under it is decided once more (writeStates).
+func (c *Controller) electLeaders(tps []commitlog.TopicPartition, b *batch, again bool) {
 	cs := c.state
 	created := map[commitlog.TopicPartition]isr.PartitionState{}
 	decided := map[commitlog.TopicPartition]kafkazk.VersionedState{}
@@ -278,22 +284,58 @@ func (c *Controller) electWhereNeeded(tps []commitlog.TopicPartition, b *batch) 
 			b.addLeaderAndIsr(cs, tp, nil)
 		}
 	}
-	c.writeStates(decided, b)
+	c.writeStatesThen(decided, b, again)
 }
 
 // writeStates writes the controller's decisions, fenced by its epoch and
-// conditional on each state's version, and adds each written one to b. A
-// state a leader changed meanwhile (bad version) is read again and left
-// to the next event that concerns it.
+// conditional on each state's version, and adds each written one to b.
+// A state a leader changed meanwhile (BADVERSION: its ISR write raced
+// with the decision) is read again and its leader decided again, once:
+// if it moved again, it is left to the next event that concerns it, as
+// every event must end (the retry used to call writeStates again without
+// a bound). A state whose znode is gone (NONODE) is forgotten: its
+// partition was deleted under the controller, and reading it again
+// would find nothing to decide on, for ever.
 func (c *Controller) writeStates(decided map[commitlog.TopicPartition]kafkazk.VersionedState, b *batch) {
-	if len(decided) == 0 || c.state == nil {
+	c.writeStatesThen(decided, b, true)
+}
+
+// writeStatesThen is writeStates; again false: a decision that finds
+// its state changed is not decided again (this is the second try).
+func (c *Controller) writeStatesThen(decided map[commitlog.TopicPartition]kafkazk.VersionedState, b *batch, again bool) {
+	conflicts, ok := c.writeDecided(decided, b)
+	if !ok || len(conflicts) == 0 {
 		return
 	}
+	if !c.refreshStates(conflicts) {
+		return
+	}
+	if !again {
+		c.logger.Warn("partition states changed under the controller twice in one event; left to the next event", "partitions", conflicts)
+		return
+	}
+	// Decide again on what is there now (a leader's ISR change raced
+	// with the decision; the decision still has to be made).
+	c.electLeaders(conflicts, b, false)
+}
+
+// writeDecided writes decided states (fenced, conditional on their
+// versions) and adds the written ones to b. It forgets the states whose
+// znode is gone and returns, in order, those that changed under the
+// controller (to read again); ok is false when the controller failed
+// (resigned) on the way.
+func (c *Controller) writeDecided(decided map[commitlog.TopicPartition]kafkazk.VersionedState, b *batch) (conflicts []commitlog.TopicPartition, ok bool) {
 	cs := c.state
+	if cs == nil {
+		return nil, false
+	}
+	if len(decided) == 0 {
+		return nil, true
+	}
 	written, failed, err := c.zk.UpdatePartitionStates(cs.epoch, decided)
 	if err != nil {
 		c.failed("write partition states", err)
-		return
+		return nil, false
 	}
 	for tp, v := range written {
 		s := decided[tp]
@@ -306,21 +348,50 @@ func (c *Controller) writeStates(decided map[commitlog.TopicPartition]kafkazk.Ve
 		}
 		b.addLeaderAndIsr(cs, tp, nil)
 	}
-	var reread []commitlog.TopicPartition
-	for tp, err := range failed {
-		c.logger.Info("partition state changed under the controller; reading it again", "partition", tp, "err", err)
-		reread = append(reread, tp)
-	}
-	if len(reread) > 0 {
-		states, err := c.zk.PartitionStates(reread...)
-		if err != nil {
-			c.failed("read partition states", err)
-			return
+	for _, tp := range slices.SortedFunc(maps.Keys(failed), commitlog.TopicPartition.Compare) {
+		if errors.Is(failed[tp], zk.ErrNoNode) {
+			c.forgetState(tp)
+			continue
 		}
-		maps.Copy(cs.states, states)
-		// Decide again on what is there now (a leader's ISR change
-		// raced with the decision; the decision still has to be made).
-		c.electWhereNeeded(reread, b)
+		c.logger.Info("partition state changed under the controller; reading it again", "partition", tp, "err", failed[tp])
+		conflicts = append(conflicts, tp)
+	}
+	return conflicts, true
+}
+
+// refreshStates reads tps' states from ZooKeeper into the controller's
+// view (ZooKeeper's are the newer: this session wrote the cached ones,
+// and a session reads its own writes); a state whose znode is gone is
+// forgotten. False when the read failed and the controller resigned.
+func (c *Controller) refreshStates(tps []commitlog.TopicPartition) bool {
+	cs := c.state
+	current, err := c.zk.PartitionStates(tps...)
+	if err != nil {
+		c.failed("read partition states", err)
+		return false
+	}
+	for _, tp := range tps {
+		if s, ok := current[tp]; ok {
+			cs.states[tp] = s
+		} else if _, known := cs.states[tp]; known {
+			c.forgetState(tp)
+		}
+	}
+	return true
+}
+
+// forgetState drops a partition state whose znode is gone (its topic was
+// deleted, by this controller's predecessor or by hand, before this one
+// heard of it): there is nothing to elect or shrink any more. The
+// partition goes offline; the TopicChange that follows the deletion
+// forgets the rest, and a controller elected later creates a state again
+// if the assignment is still there.
+func (c *Controller) forgetState(tp commitlog.TopicPartition) {
+	cs := c.state
+	c.logger.Warn("partition state znode is gone; forgetting the partition's state", "partition", tp)
+	delete(cs.states, tp)
+	if !cs.deleting[tp.Topic] {
+		cs.machines.partitionTo(tp, OfflinePartition)
 	}
 }
 
