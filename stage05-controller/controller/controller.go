@@ -18,6 +18,7 @@ import (
 
 	"github.com/go-zookeeper/zk"
 
+	"github.com/kafkaworkbook/workbook/stage01-log/commitlog"
 	"github.com/kafkaworkbook/workbook/stage05-controller/kafkazk"
 )
 
@@ -94,6 +95,11 @@ type Controller struct {
 	// /controller watch when elect arms a newer one (the newer watch
 	// fires for the same change). Event goroutine only.
 	controllerWatchDone chan struct{}
+	// beforeStateWrite, when set (by a test, through export_test.go),
+	// runs before each write of partition states, with the partitions
+	// about to be written: a test changes a state under the controller
+	// there. Event goroutine only.
+	beforeStateWrite func([]commitlog.TopicPartition)
 }
 
 // New returns a controller for brokerID on the session zk; nothing runs

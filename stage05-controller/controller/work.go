@@ -332,6 +332,9 @@ func (c *Controller) writeDecided(decided map[commitlog.TopicPartition]kafkazk.V
 	if len(decided) == 0 {
 		return nil, true
 	}
+	if c.beforeStateWrite != nil {
+		c.beforeStateWrite(slices.SortedFunc(maps.Keys(decided), commitlog.TopicPartition.Compare))
+	}
 	written, failed, err := c.zk.UpdatePartitionStates(cs.epoch, decided)
 	if err != nil {
 		c.failed("write partition states", err)
@@ -500,41 +503,48 @@ func (c *Controller) removeFromISRs(gone func(int32) bool, b *batch) {
 	if cs == nil {
 		return
 	}
-	// The states as ZooKeeper has them now, not as last seen: a leader
-	// may have put a broker back in its ISR since (Kafka's
-	// doRemoveReplicasFromIsr reads them too).
 	var candidates []commitlog.TopicPartition
 	for _, tp := range cs.partitions() {
 		if slices.ContainsFunc(cs.replicas(tp), gone) && !cs.deleting[tp.Topic] {
 			candidates = append(candidates, tp)
 		}
 	}
-	if len(candidates) == 0 {
-		return
-	}
-	current, err := c.zk.PartitionStates(candidates...)
-	if err != nil {
-		c.failed("read partition states", err)
-		return
-	}
-	for tp, s := range current {
-		if s.ZkVersion >= cs.states[tp].ZkVersion {
-			cs.states[tp] = s
+	c.shrinkISRs(gone, candidates, b)
+}
+
+// shrinkISRs is removeFromISRs for the partitions candidates. It works
+// from the states as ZooKeeper has them now, not as last seen: a leader
+// may have changed its ISR since, put a broker back in it for one
+// (Kafka's doRemoveReplicasFromIsr reads them too). A write that finds
+// the state changed again (the leader wrote meanwhile) is read and tried
+// once more; those that still fail are returned, in order, and left to
+// the next event. ok is false when the controller failed (resigned).
+func (c *Controller) shrinkISRs(gone func(int32) bool, candidates []commitlog.TopicPartition, b *batch) (failed []commitlog.TopicPartition, ok bool) {
+	cs := c.state
+	for attempt := 0; attempt < 2 && len(candidates) > 0; attempt++ {
+		if !c.refreshStates(candidates) {
+			return nil, false
+		}
+		shrunk := map[commitlog.TopicPartition]kafkazk.VersionedState{}
+		for _, tp := range candidates {
+			s, ok := cs.states[tp]
+			if !ok || cs.deleting[tp.Topic] || s.Leader < 0 || gone(s.Leader) || !slices.ContainsFunc(s.ISR, gone) {
+				continue
+			}
+			next := s
+			next.PartitionState = withoutReplicas(s.PartitionState, gone)
+			next.LeaderEpoch++
+			next.ControllerEpoch = cs.epoch.Epoch
+			shrunk[tp] = next
+		}
+		if candidates, ok = c.writeDecided(shrunk, b); !ok {
+			return nil, false
 		}
 	}
-	shrunk := map[commitlog.TopicPartition]kafkazk.VersionedState{}
-	for _, tp := range candidates {
-		s, ok := cs.states[tp]
-		if !ok || cs.deleting[tp.Topic] || s.Leader < 0 || gone(s.Leader) || !slices.ContainsFunc(s.ISR, gone) {
-			continue
-		}
-		next := s
-		next.PartitionState = withoutReplicas(s.PartitionState, gone)
-		next.LeaderEpoch++
-		next.ControllerEpoch = cs.epoch.Epoch
-		shrunk[tp] = next
+	if len(candidates) > 0 {
+		c.logger.Warn("ISR changed under the controller twice in one event; left to the next event", "partitions", candidates)
 	}
-	c.writeStates(shrunk, b)
+	return candidates, true
 }
 
 // brokersStarted is Kafka's onBrokerStartup: every broker learns the new
