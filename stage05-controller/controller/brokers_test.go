@@ -36,7 +36,7 @@ const (
 // answeringBroker plays a broker for the controller: registered in
 // ZooKeeper at 127.0.0.1:<its port>, it answers LeaderAndIsr and
 // UpdateMetadata with success and StopReplica as replies says, and
-// records every StopReplica. It can die (its session and its connections
+// records every StopReplica and the partitions of every LeaderAndIsr. It can die (its session and its connections
 // close) and start again, at a new port and broker epoch.
 type answeringBroker struct {
 	t   *testing.T
@@ -44,11 +44,12 @@ type answeringBroker struct {
 	ens *zktest.Ensemble
 
 	mu      sync.Mutex
-	zk      *kafkazk.Client           // its registration's session. Protected by mu.
-	ln      net.Listener              // Protected by mu.
-	conns   map[net.Conn]bool         // open connections. Protected by mu.
-	stops   []kmsg.StopReplicaRequest // every StopReplica received, in order. Protected by mu.
-	deletes int                       // StopReplica requests with delete received. Protected by mu.
+	zk      *kafkazk.Client                  // its registration's session. Protected by mu.
+	ln      net.Listener                     // Protected by mu.
+	conns   map[net.Conn]bool                // open connections. Protected by mu.
+	stops   []kmsg.StopReplicaRequest        // every StopReplica received, in order. Protected by mu.
+	led     map[commitlog.TopicPartition]int // how many LeaderAndIsr requests named each partition. Protected by mu.
+	deletes int                              // StopReplica requests with delete received. Protected by mu.
 	// replies says how to answer the n-th StopReplica with delete (from 1);
 	// nil: stopDeletes. Protected by mu.
 	replies func(n int) stopReply
@@ -58,7 +59,7 @@ type answeringBroker struct {
 // end of the test.
 func startAnsweringBroker(t *testing.T, ens *zktest.Ensemble, id int32) *answeringBroker {
 	t.Helper()
-	b := &answeringBroker{t: t, id: id, ens: ens}
+	b := &answeringBroker{t: t, id: id, ens: ens, led: map[commitlog.TopicPartition]int{}}
 	b.start()
 	t.Cleanup(b.kill)
 	return b
@@ -112,6 +113,13 @@ func (b *answeringBroker) stopReplicas() []kmsg.StopReplicaRequest {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return slices.Clone(b.stops)
+}
+
+// leaderAndIsrs returns how many LeaderAndIsr requests named tp.
+func (b *answeringBroker) leaderAndIsrs(tp commitlog.TopicPartition) int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.led[tp]
 }
 
 // stopped returns how many StopReplica requests (with delete as del)
@@ -191,6 +199,14 @@ func (b *answeringBroker) serve(conn net.Conn) {
 			for _, key := range slices.Sorted(maps.Keys(controllerAPIs)) {
 				out.ApiKeys = append(out.ApiKeys, kmsg.ApiVersionsResponseApiKey{ApiKey: key, MaxVersion: controllerAPIs[key]})
 			}
+		case *kmsg.LeaderAndISRRequest:
+			b.mu.Lock()
+			for _, ts := range req.TopicStates {
+				for _, ps := range ts.PartitionStates {
+					b.led[commitlog.TopicPartition{Topic: ts.Topic, Partition: ps.Partition}]++
+				}
+			}
+			b.mu.Unlock()
 		case *kmsg.StopReplicaRequest:
 			switch b.stopReplica(req) {
 			case stopHolds:

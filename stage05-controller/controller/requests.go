@@ -68,6 +68,15 @@ func (b *batch) addStopReplica(broker int32, tp commitlog.TopicPartition, del bo
 	b.stopDelete[broker] = b.stopDelete[broker] || del
 }
 
+// chain runs f, then g: two StopReplica callbacks for one broker's
+// request.
+func chain(f, g func(*kmsg.StopReplicaResponse)) func(*kmsg.StopReplicaResponse) {
+	if f == nil {
+		return g
+	}
+	return func(r *kmsg.StopReplicaResponse) { f(r); g(r) }
+}
+
 // empty reports whether there is nothing to send.
 func (b *batch) empty() bool {
 	return len(b.leaderAndIsr) == 0 && len(b.metadata) == 0 && len(b.deleted) == 0 && !b.allMetadata && len(b.stopReplica) == 0

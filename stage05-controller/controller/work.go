@@ -8,8 +8,6 @@ import (
 	"strconv"
 
 	"github.com/go-zookeeper/zk"
-	"github.com/twmb/franz-go/pkg/kerr"
-	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kafkaworkbook/workbook/stage01-log/commitlog"
 	"github.com/kafkaworkbook/workbook/stage04-isr-acks/isr"
@@ -34,9 +32,20 @@ func (c *Controller) failover(epoch kafkazk.ControllerEpoch) {
 	if err == nil {
 		err = c.loadTopics()
 	}
+	var deletions []string
+	if err == nil {
+		// The deletions in progress (Kafka's fetchTopicDeletionsInProgress,
+		// before its state machines start): a topic being deleted gets no
+		// leader and no new partition state below, and a deletion the last
+		// controller left half done is resumed at the end.
+		deletions, err = c.readDeletions()
+	}
 	if err != nil {
 		c.failed("load the cluster state", err)
 		return
+	}
+	for _, topic := range deletions {
+		cs.deleting[topic] = true
 	}
 	for _, b := range brokers {
 		cs.live[b.ID] = b
@@ -56,9 +65,15 @@ func (c *Controller) failover(epoch kafkazk.ControllerEpoch) {
 			cs.machines.partitionTo(tp, OfflinePartition)
 		}
 		for _, r := range cs.replicas(tp) {
-			if _, live := cs.live[r]; live {
+			_, live := cs.live[r]
+			switch {
+			case live:
 				cs.machines.replicaTo(Replica{tp, r}, OnlineReplica)
-			} else {
+			case cs.deleting[tp.Topic]:
+				// Kafka's initializeReplicaState: a dead replica of a topic
+				// being deleted cannot be deleted now.
+				cs.machines.replicaTo(Replica{tp, r}, ReplicaDeletionIneligible)
+			default:
 				cs.machines.replicaTo(Replica{tp, r}, OfflineReplica)
 			}
 		}
@@ -72,15 +87,17 @@ func (c *Controller) failover(epoch kafkazk.ControllerEpoch) {
 	// Then replicas on brokers that are not registered leave the ISRs (the
 	// death may have happened before this controller was elected: this
 	// controller's predecessor, for one), and every live replica hears its
-	// role.
+	// role, but those of topics being deleted: they are to stop.
 	b = newBatch()
 	c.removeFromISRs(func(r int32) bool { _, live := cs.live[r]; return !live }, b)
 	for _, tp := range cs.partitions() {
-		b.addLeaderAndIsr(cs, tp, nil)
+		if !cs.deleting[tp.Topic] {
+			b.addLeaderAndIsr(cs, tp, nil)
+		}
 	}
 	c.send(b)
 	c.isrChanges()
-	c.topicDeletion()
+	c.resumeDeletions() // Kafka's tryTopicDeletion
 	c.resumeReassignments()
 	c.legacyReassignments()
 	if c.opts.AutoLeaderRebalance && c.opts.LeaderImbalanceCheckInterval > 0 {
@@ -458,18 +475,22 @@ func (c *Controller) brokerChange() {
 
 // brokersDied is Kafka's onBrokerFailure: the partitions the dead brokers
 // led get new leaders from their live ISRs, and the dead brokers leave the
-// ISRs of the others; the survivors are told.
+// ISRs of the others; the survivors are told. Their replicas of topics
+// being deleted cannot be deleted now (Kafka's failReplicaDeletion): a
+// StopReplica that was on its way to them is lost with their channel, and
+// their start resumes the deletion (brokersStarted).
 func (c *Controller) brokersDied(ids []int32) {
 	cs := c.state
 	dead := func(r int32) bool { return slices.Contains(ids, r) }
 	b := newBatch()
 	var leaderless []commitlog.TopicPartition
+	var forDeletion []Replica
 	for _, tp := range cs.partitions() {
 		for _, r := range cs.replicas(tp) {
 			if dead(r) && !cs.deleting[tp.Topic] {
 				cs.machines.replicaTo(Replica{tp, r}, OfflineReplica)
 			} else if dead(r) {
-				cs.machines.replicaTo(Replica{tp, r}, ReplicaDeletionIneligible)
+				forDeletion = append(forDeletion, Replica{tp, r})
 			}
 		}
 		s, ok := cs.states[tp]
@@ -490,6 +511,9 @@ func (c *Controller) brokersDied(ids []int32) {
 	b = newBatch()
 	c.removeFromISRs(dead, b)
 	c.send(b)
+	if c.state == cs {
+		c.failReplicaDeletion(forDeletion, "broker died", false)
+	}
 }
 
 // removeFromISRs takes the brokers gone says are gone out of the ISRs of
@@ -550,17 +574,18 @@ func (c *Controller) shrinkISRs(gone func(int32) bool, candidates []commitlog.To
 // brokersStarted is Kafka's onBrokerStartup: every broker learns the new
 // live set and all the metadata; the new brokers are told their roles;
 // partitions that were offline get a leader if a new broker can be one;
-// topics being deleted have their replicas on it stopped.
+// the deletion of topics with a replica on a new broker resumes
+// (resumeDeletionForTopics).
 func (c *Controller) brokersStarted(ids []int32) {
 	cs := c.state
 	b := newBatch()
 	b.allMetadata = true
 	var offline []commitlog.TopicPartition
+	var deleting []string
 	for _, id := range ids {
 		for _, tp := range cs.partitionsOn(id) {
 			if cs.deleting[tp.Topic] {
-				cs.machines.replicaTo(Replica{tp, id}, ReplicaDeletionStarted)
-				b.addStopReplica(id, tp, true)
+				deleting = append(deleting, tp.Topic)
 				continue
 			}
 			cs.machines.replicaTo(Replica{tp, id}, OnlineReplica)
@@ -572,6 +597,10 @@ func (c *Controller) brokersStarted(ids []int32) {
 	}
 	c.electWhereNeeded(dedupe(offline), b)
 	c.send(b)
+	if c.state == cs && len(deleting) > 0 {
+		slices.Sort(deleting)
+		c.resumeDeletionForTopics(slices.Compact(deleting))
+	}
 }
 
 // topicChange is Kafka's TopicChange event: new topics' partitions are
@@ -624,6 +653,8 @@ func (c *Controller) forgetTopic(topic string) {
 	cs.machines.forgetTopic(topic)
 	delete(cs.unclean, topic)
 	delete(cs.deleting, topic)
+	delete(cs.deletionStarted, topic)
+	delete(cs.ineligible, topic)
 }
 
 // isrChanges is Kafka's IsrChangeNotification event: leaders changed
@@ -678,105 +709,6 @@ func (c *Controller) isrChanges() {
 			c.maybeCompleteReassignment(tp) // a target replica may have joined the ISR
 		}
 	}
-}
-
-// topicDeletion is Kafka's TopicDeletion event (/admin/delete_topics):
-// every replica of the topic is stopped and its log deleted
-// (StopReplica); once all have answered, the topic's znodes go and every
-// broker drops it from its metadata. A replica on a dead broker is
-// deleted when the broker comes back (brokersStarted), and the topic
-// waits for it, as Kafka's TopicDeletionManager does.
-func (c *Controller) topicDeletion() {
-	cs := c.state
-	names, ch, err := c.zk.TopicsToDeleteW()
-	if err != nil {
-		c.failed("read /admin/delete_topics", err)
-		return
-	}
-	c.watch("TopicDeletion", ch, (*Controller).topicDeletion)
-	b := newBatch()
-	for _, topic := range names {
-		if _, ok := cs.topics[topic]; !ok {
-			// Nothing to delete: drop the mark.
-			if err := c.zk.DeleteTopicZNodes(cs.epoch, topic); err != nil {
-				c.failed("delete a topic mark", err)
-				return
-			}
-			continue
-		}
-		if cs.deleting[topic] {
-			continue
-		}
-		cs.deleting[topic] = true
-		c.logger.Info("deleting topic", "topic", topic)
-		waiting := map[int32]bool{}
-		for _, p := range slices.Sorted(maps.Keys(cs.topics[topic].Replicas)) {
-			tp := commitlog.TopicPartition{Topic: topic, Partition: p}
-			cs.machines.partitionTo(tp, OfflinePartition)
-			for _, r := range cs.replicas(tp) {
-				waiting[r] = true
-				if _, ok := cs.live[r]; ok {
-					cs.machines.replicaTo(Replica{tp, r}, ReplicaDeletionStarted)
-					b.addStopReplica(r, tp, true)
-				} else {
-					cs.machines.replicaTo(Replica{tp, r}, OfflineReplica)
-					cs.machines.replicaTo(Replica{tp, r}, ReplicaDeletionIneligible)
-				}
-			}
-		}
-		cs.deletionWaits[topic] = waiting
-		for r := range waiting {
-			broker, t := r, topic
-			b.stopCallback[r] = chain(b.stopCallback[r], func(resp *kmsg.StopReplicaResponse) {
-				if resp.ErrorCode != 0 {
-					c.logger.Warn("StopReplica refused", "broker", broker, "err", kerr.ErrorForCode(resp.ErrorCode))
-					return
-				}
-				c.queue.put(event{"ReplicaDeleted", func(c *Controller) { c.replicaDeleted(t, broker) }})
-			})
-		}
-	}
-	c.send(b)
-}
-
-// replicaDeleted: a broker deleted its replicas of a topic being deleted;
-// when every replica is gone, so are the topic's znodes.
-func (c *Controller) replicaDeleted(topic string, broker int32) {
-	cs := c.state
-	if cs == nil || !cs.deleting[topic] {
-		return
-	}
-	waiting := cs.deletionWaits[topic]
-	delete(waiting, broker)
-	for p := range cs.topics[topic].Replicas {
-		r := Replica{commitlog.TopicPartition{Topic: topic, Partition: p}, broker}
-		if cs.machines.replicas[r] == ReplicaDeletionStarted {
-			cs.machines.replica(r, ReplicaDeletionSuccessful)
-		}
-	}
-	if len(waiting) > 0 {
-		return
-	}
-	b := newBatch()
-	for p := range cs.topics[topic].Replicas {
-		b.deleted[commitlog.TopicPartition{Topic: topic, Partition: p}] = true
-	}
-	if err := c.zk.DeleteTopicZNodes(cs.epoch, topic); err != nil {
-		c.failed("delete the topic's znodes", err)
-		return
-	}
-	c.forgetTopic(topic)
-	delete(cs.deletionWaits, topic)
-	c.logger.Info("topic deleted", "topic", topic)
-	c.send(b)
-}
-
-// chain runs f, then g.
-func chain(f, g func(*kmsg.StopReplicaResponse)) func(*kmsg.StopReplicaResponse) {
-	if f == nil {
-		return g
-	}
-	return func(r *kmsg.StopReplicaResponse) { f(r); g(r) }
 }
 
 // dedupe sorts partitions and drops repeats.
