@@ -42,8 +42,13 @@ func newBatch() *batch {
 // addLeaderAndIsr tells the live replicas of tp (those in brokers, or all
 // when brokers is nil) its state, and every broker its metadata. A broker
 // in a controlled shutdown is not told: it would become a follower again
-// and its leader would put it back in the ISR as it exits.
+// and its leader would put it back in the ISR as it exits. A partition
+// without a state (never elected: none of its replicas was live) has
+// nothing to tell.
 func (b *batch) addLeaderAndIsr(cs *clusterState, tp commitlog.TopicPartition, brokers []int32) {
+	if _, ok := cs.states[tp]; !ok {
+		return
+	}
 	if brokers == nil {
 		brokers = cs.replicas(tp)
 	}

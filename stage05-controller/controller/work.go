@@ -573,9 +573,9 @@ func (c *Controller) shrinkISRs(gone func(int32) bool, candidates []commitlog.To
 
 // brokersStarted is Kafka's onBrokerStartup: every broker learns the new
 // live set and all the metadata; the new brokers are told their roles;
-// partitions that were offline get a leader if a new broker can be one;
-// the deletion of topics with a replica on a new broker resumes
-// (resumeDeletionForTopics).
+// partitions that were offline, or never got a state, get a leader if a
+// new broker can be one; the deletion of topics with a replica on a new
+// broker resumes (resumeDeletionForTopics).
 func (c *Controller) brokersStarted(ids []int32) {
 	cs := c.state
 	b := newBatch()
@@ -589,7 +589,10 @@ func (c *Controller) brokersStarted(ids []int32) {
 				continue
 			}
 			cs.machines.replicaTo(Replica{tp, id}, OnlineReplica)
-			if s, ok := cs.states[tp]; ok && (s.Leader < 0 || !cs.isLive(s.Leader)) {
+			// Offline partitions, and new ones that got no state because
+			// none of their replicas was live (Kafka's
+			// triggerOnlinePartitionStateChange elects both).
+			if s, ok := cs.states[tp]; !ok || s.Leader < 0 || !cs.isLive(s.Leader) {
 				offline = append(offline, tp)
 			}
 			b.addLeaderAndIsr(cs, tp, []int32{id})

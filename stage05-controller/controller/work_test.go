@@ -250,3 +250,34 @@ func within(d time.Duration, f func() error) error {
 		return errNoAnswer
 	}
 }
+
+// TestANewPartitionWithNoLiveReplicaIsCreatedWhenOneStarts: a topic
+// created while its only replica's broker is down gets no state (no
+// replica can lead). When the broker starts, the partition is created,
+// led by it (Kafka's onBrokerStartup elects new partitions as well as
+// offline ones). Before, only partitions with a state were elected at a
+// broker's start, and this one waited for the next controller.
+func TestANewPartitionWithNoLiveReplicaIsCreatedWhenOneStarts(t *testing.T) {
+	ens := zktest.StartStandalone(t)
+	fakeBroker(t, ens, 0)
+	ctl := startCandidates(t, ens, 1)[0]
+	active(t, []*candidate{ctl})
+	zk := ctl.zk
+	tp := commitlog.TopicPartition{Topic: "t", Partition: 0}
+	require.NoError(t, zk.CreateTopic("t", kafkazk.TopicAssignment{Replicas: map[int32][]int32{0: {1}}}, nil))
+	// A topic created after it, whose leader shows the controller has
+	// handled both.
+	require.NoError(t, zk.CreateTopic("u", kafkazk.TopicAssignment{Replicas: map[int32][]int32{0: {0}}}, nil))
+	require.Eventually(t, func() bool {
+		s, _, err := zk.PartitionState(commitlog.TopicPartition{Topic: "u", Partition: 0})
+		return err == nil && s.Leader == 0
+	}, 20*time.Second, 5*time.Millisecond, "the next topic is led")
+	_, _, err := zk.PartitionState(tp)
+	require.ErrorIs(t, err, isr.ErrNoNode, "no state: its only replica is down")
+
+	fakeBroker(t, ens, 1)
+	require.Eventually(t, func() bool {
+		s, _, err := zk.PartitionState(tp)
+		return err == nil && s.Leader == 1 && slices.Equal(s.ISR, []int32{1})
+	}, 20*time.Second, 5*time.Millisecond, "broker 1 started: it leads the partition")
+}
