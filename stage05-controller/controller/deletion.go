@@ -205,30 +205,35 @@ func (c *Controller) resumeDeletions() {
 
 // onTopicDeletion (re)starts the deletion of topics: the first time, their
 // partitions leave the partition state machine (OfflinePartition, then
-// NonExistentPartition); every time, onPartitionDeletion.
+// NonExistentPartition); every time, every broker is told to drop them
+// from its metadata (leader -2: clients stop using the topic now, and
+// DeleteTopics, which waits for that, answers, although a replica on a
+// broker that is down may be deleted much later), and onPartitionDeletion.
 func (c *Controller) onTopicDeletion(topics []string) {
 	cs := c.state
+	b := newBatch()
 	for _, topic := range topics {
-		if cs.deletionStarted[topic] {
-			continue
+		if !cs.deletionStarted[topic] {
+			c.logger.Info("topic deletion started", "topic", topic)
+			for _, tp := range c.topicPartitions(topic) {
+				cs.machines.partitionTo(tp, OfflinePartition)
+				cs.machines.partitionTo(tp, NonExistentPartition)
+			}
+			cs.deletionStarted[topic] = true
 		}
-		c.logger.Info("topic deletion started", "topic", topic)
 		for _, tp := range c.topicPartitions(topic) {
-			cs.machines.partitionTo(tp, OfflinePartition)
-			cs.machines.partitionTo(tp, NonExistentPartition)
+			b.deleted[tp] = true
 		}
-		cs.deletionStarted[topic] = true
 	}
-	c.onPartitionDeletion(topics)
+	c.onPartitionDeletion(topics, b)
 }
 
 // onPartitionDeletion sends StopReplica with delete to every live replica
-// of topics not deleted yet (ReplicaDeletionStarted); a replica on a
+// of topics not deleted yet (ReplicaDeletionStarted), in b; a replica on a
 // broker that is down, or shutting down, goes ReplicaDeletionIneligible
 // and its topic waits for the broker.
-func (c *Controller) onPartitionDeletion(topics []string) {
+func (c *Controller) onPartitionDeletion(topics []string, b *batch) {
 	cs := c.state
-	b := newBatch()
 	sent := map[int32][]commitlog.TopicPartition{}
 	var offline []string
 	for _, topic := range topics {

@@ -154,9 +154,20 @@ func (c *Controller) send(b *batch) {
 }
 
 // sendUpdateMetadata tells every live broker the live brokers and the
-// states of parts (deleted: those to drop).
+// states of parts (deleted: those to drop). A partition of a topic whose
+// deletion has started is always sent as one to drop (Kafka's
+// LeaderDuringDelete), whatever asked for it: a broker that starts during
+// a deletion must not learn the topic again.
 func (c *Controller) sendUpdateMetadata(parts, deleted []commitlog.TopicPartition) {
 	cs := c.state
+	parts = slices.DeleteFunc(slices.Clone(parts), func(tp commitlog.TopicPartition) bool {
+		if cs.deletionStarted[tp.Topic] {
+			deleted = append(deleted, tp)
+			return true
+		}
+		return false
+	})
+	deleted = dedupe(slices.Clone(deleted))
 	var brokers []kmsg.UpdateMetadataRequestLiveBroker
 	for _, id := range cs.liveIDs() {
 		b := cs.live[id]
