@@ -40,10 +40,10 @@ import (
 
 // deletionRetryBackoff is how long a topic whose replica refused its
 // StopReplica waits before the replica is asked again. Kafka waits for a
-// broker to start or a controller to be elected; a live broker that
-// refused (a log directory it could not delete from) would then hold the
-// topic until something unrelated happens, so this controller also
-// retries on a timer.
+// broker to start, a reassignment of the topic to finish or a controller
+// to be elected; a live broker that refused (a log directory it could not
+// delete from) would then hold the topic until something unrelated
+// happens, so this controller also retries on a timer.
 const deletionRetryBackoff = time.Second
 
 // topicDeletion is Kafka's TopicDeletion event: /admin/delete_topics
