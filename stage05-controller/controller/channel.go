@@ -55,16 +55,18 @@ func newChannels(controllerID int32, active func() bool, logger *slog.Logger) *c
 // address (it restarted elsewhere) is replaced.
 func (cs *channels) add(id int32, addr string) {
 	cs.mu.Lock()
-	defer cs.mu.Unlock()
-	if b := cs.brokers[id]; b != nil {
-		if b.addr == addr {
-			return
-		}
-		b.stop()
+	old := cs.brokers[id]
+	if old != nil && old.addr == addr {
+		cs.mu.Unlock()
+		return
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	b := &brokerChannel{id: id, addr: addr, ctx: ctx, cancel: cancel, done: make(chan struct{}), wake: make(chan struct{}, 1)}
 	cs.brokers[id] = b
+	cs.mu.Unlock()
+	if old != nil {
+		old.stop() // outside mu: it waits for the old sender to end
+	}
 	go b.run(cs.clientID, cs.active, cs.logger.With("to_broker", id))
 }
 

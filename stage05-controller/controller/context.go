@@ -21,9 +21,18 @@ type clusterState struct {
 	topics map[string]kafkazk.VersionedAssignment              // by topic
 	states map[commitlog.TopicPartition]kafkazk.VersionedState // the partition state znodes, as last read or written
 
-	unclean       map[string]bool                           // topics' unclean.leader.election.enable overrides
-	deleting      map[string]bool                           // topics marked for deletion, being deleted
-	deletionWaits map[string]map[int32]bool                 // topic being deleted -> brokers whose replicas are not deleted yet
+	unclean map[string]bool // topics' unclean.leader.election.enable overrides
+	// Topic deletion (deletion.go), Kafka's ControllerContext sets of the
+	// same names: deleting is topicsToBeDeleted (marked in
+	// /admin/delete_topics, until the znodes are gone), deletionStarted
+	// topicsWithDeletionStarted (their partitions left the partition
+	// state machine), ineligible topicsIneligibleForDeletion (a replica
+	// could not be deleted now: its broker is down, or it refused; resumed
+	// when the broker starts or a retry is due).
+	deleting        map[string]bool
+	deletionStarted map[string]bool
+	ineligible      map[string]bool
+
 	shuttingDown  map[int32]bool                            // brokers in a controlled shutdown: never elected
 	reassignments map[commitlog.TopicPartition]reassignment // moves in progress
 	legacy        map[commitlog.TopicPartition]bool         // those asked for in /admin/reassign_partitions
@@ -33,7 +42,7 @@ type clusterState struct {
 func newClusterState(epoch kafkazk.ControllerEpoch, logger *slog.Logger) *clusterState {
 	return &clusterState{epoch: epoch, machines: newMachines(logger), live: map[int32]kafkazk.RegisteredBroker{},
 		topics: map[string]kafkazk.VersionedAssignment{}, states: map[commitlog.TopicPartition]kafkazk.VersionedState{},
-		unclean: map[string]bool{}, deleting: map[string]bool{}, deletionWaits: map[string]map[int32]bool{},
+		unclean: map[string]bool{}, deleting: map[string]bool{}, deletionStarted: map[string]bool{}, ineligible: map[string]bool{},
 		shuttingDown: map[int32]bool{}, reassignments: map[commitlog.TopicPartition]reassignment{},
 		legacy: map[commitlog.TopicPartition]bool{}}
 }

@@ -18,6 +18,7 @@ import (
 
 	"github.com/go-zookeeper/zk"
 
+	"github.com/kafkaworkbook/workbook/stage01-log/commitlog"
 	"github.com/kafkaworkbook/workbook/stage05-controller/kafkazk"
 )
 
@@ -79,11 +80,26 @@ type Controller struct {
 
 	// While active (event goroutine only): what the controller knows,
 	// its connections to the brokers, and the term, which grows at each
-	// election and resignation so that a watch armed in an earlier term
+	// election and resignation so that an event queued in an earlier term
 	// is ignored.
 	state    *clusterState
 	channels *channels
 	term     int
+	// termDone is closed when the term ends (resigned): the goroutines
+	// the term started (its watches, its timers) select on it and end
+	// with it, instead of waiting for a watch that may never fire. Nil
+	// while standing by. Event goroutine only; each goroutine holds its
+	// own copy.
+	termDone chan struct{}
+	// controllerWatchDone ends the goroutine waiting on the last
+	// /controller watch when elect arms a newer one (the newer watch
+	// fires for the same change). Event goroutine only.
+	controllerWatchDone chan struct{}
+	// beforeStateWrite, when set (by a test, through export_test.go),
+	// runs before each write of partition states, with the partitions
+	// about to be written: a test changes a state under the controller
+	// there. Event goroutine only.
+	beforeStateWrite func([]commitlog.TopicPartition)
 }
 
 // New returns a controller for brokerID on the session zk; nothing runs
@@ -181,10 +197,20 @@ func (c *Controller) elect() {
 }
 
 // watchController queues a ControllerChange event when the watch fires.
+// Only the newest watch has a goroutine: elect runs again without the
+// last watch having fired (after an expiry, a lost session, a failed
+// attempt), and ZooKeeper tells every watch of /controller of the same
+// change, so the older goroutine ends here instead of waiting for it.
 func (c *Controller) watchController(changed <-chan zk.Event) {
+	if c.controllerWatchDone != nil {
+		close(c.controllerWatchDone)
+	}
+	superseded := make(chan struct{})
+	c.controllerWatchDone = superseded
 	c.wg.Go(func() {
 		select {
 		case <-c.done:
+		case <-superseded:
 		case ev := <-changed:
 			c.queue.put(event{"ControllerChange(" + ev.Type.String() + ")", (*Controller).controllerChange})
 		}

@@ -4,6 +4,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"runtime"
 	"sync"
 	"testing"
 	"time"
@@ -40,6 +41,13 @@ type candidate struct {
 // through its own proxy to the server.
 func startCandidates(t *testing.T, ens *zktest.Ensemble, n int) []*candidate {
 	t.Helper()
+	return startCandidatesWith(t, ens, n, nil)
+}
+
+// startCandidatesWith is startCandidates with options set by opts (nil:
+// none).
+func startCandidatesWith(t *testing.T, ens *zktest.Ensemble, n int, opts func(*controller.Options)) []*candidate {
+	t.Helper()
 	out := make([]*candidate, n)
 	for i := range out {
 		cd := &candidate{id: int32(i), proxy: zktest.StartProxy(t, ens.Addr(0))}
@@ -47,7 +55,7 @@ func startCandidates(t *testing.T, ens *zktest.Ensemble, n int) []*candidate {
 		cd.zk, err = kafkazk.Connect(cd.proxy.Addr(), kafkazk.Options{SessionTimeout: zktest.SessionTimeout, Logger: testLogger()})
 		require.NoError(t, err)
 		require.NoError(t, cd.zk.CreateTopLevelPaths())
-		cd.ctl = controller.New(cd.zk, cd.id, controller.Options{Logger: testLogger(),
+		o := controller.Options{Logger: testLogger(),
 			OnElected: func(kafkazk.ControllerEpoch) {
 				cd.mu.Lock()
 				cd.elected = append(cd.elected, time.Now())
@@ -57,7 +65,11 @@ func startCandidates(t *testing.T, ens *zktest.Ensemble, n int) []*candidate {
 				cd.mu.Lock()
 				cd.resigned = append(cd.resigned, time.Now())
 				cd.mu.Unlock()
-			}})
+			}}
+		if opts != nil {
+			opts(&o)
+		}
+		cd.ctl = controller.New(cd.zk, cd.id, o)
 		cd.ctl.Start()
 		t.Cleanup(cd.stop)
 		out[i] = cd
@@ -218,4 +230,56 @@ func TestACutOffControllerResignsBeforeItsSuccessorIsElectedAndIsFenced(t *testi
 	require.NoError(t, err)
 	require.Equal(t, before, got, "and changed nothing")
 	require.Equal(t, v, gotVersion)
+}
+
+// TestNoWatchGoroutineOutlivesItsTerm: every ZooKeeper watch the
+// controller arms has a goroutine waiting for it, and so has the
+// preferred-leader timer. A resignation used to leave them all waiting
+// (for a watch on a znode nobody changes, for ever; for the timer, until
+// its next tick), and each new term armed its own: a controller that
+// resigned and was elected again six times held six terms' goroutines.
+// They end with the term now: the count after six terms is the count
+// after one.
+func TestNoWatchGoroutineOutlivesItsTerm(t *testing.T) {
+	ens := zktest.StartStandalone(t)
+	fakeBroker(t, ens, 0)
+	ctl := startCandidatesWith(t, ens, 1, func(o *controller.Options) {
+		o.AutoLeaderRebalance, o.LeaderImbalanceCheckInterval = true, time.Hour
+	})[0]
+	active(t, []*candidate{ctl})
+	tp := commitlog.TopicPartition{Topic: "t", Partition: 0}
+	require.NoError(t, ctl.zk.CreateTopic("t", kafkazk.TopicAssignment{Replicas: map[int32][]int32{0: {0}}}, nil))
+	require.Eventually(t, func() bool {
+		s, _, err := ctl.zk.PartitionState(tp)
+		return err == nil && s.Leader == 0
+	}, 20*time.Second, 5*time.Millisecond, "the topic's partition online (its znode watched too)")
+
+	// A new term: /controller deleted, as a resignation elsewhere would;
+	// the controller resigns and, alone, is elected again.
+	newTerm := func() {
+		t.Helper()
+		before, _ := ctl.ctl.Epoch()
+		require.NoError(t, ctl.zk.ResignController())
+		require.Eventually(t, func() bool {
+			e, ok := ctl.ctl.Epoch()
+			return ok && e.Epoch > before.Epoch
+		}, 20*time.Second, 5*time.Millisecond, "elected again")
+		// The epoch is set as the failover starts; an event queued now
+		// runs after it, when the new term's watches are all armed.
+		_, _, err := ctl.ctl.StateMachines()
+		require.NoError(t, err)
+	}
+	newTerm()
+	base := runtime.NumGoroutine()
+	for range 5 {
+		newTerm()
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	// A little slack: the Docker client's idle connection comes and goes.
+	for n := runtime.NumGoroutine(); n > base+3; n = runtime.NumGoroutine() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d goroutines after one term, %d after six: the earlier terms' are still there", base, n)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }

@@ -16,15 +16,19 @@ import (
 // led by someone else, it gives back those whose preferred replica is
 // live and in the ISR. Kafka's checkAndTriggerAutoLeaderRebalance.
 
-// rebalanceLoop queues the check every interval while this term lasts.
+// rebalanceLoop queues the check every interval while this term lasts:
+// its goroutine ends with the term, not at the first tick after it.
 func (c *Controller) rebalanceLoop(term int) {
 	interval := c.opts.LeaderImbalanceCheckInterval
+	termDone := c.termDone
 	c.wg.Go(func() {
 		t := time.NewTicker(interval)
 		defer t.Stop()
 		for {
 			select {
 			case <-c.done:
+				return
+			case <-termDone:
 				return
 			case <-t.C:
 				stale := make(chan bool, 1)
@@ -38,6 +42,8 @@ func (c *Controller) rebalanceLoop(term int) {
 				}})
 				select {
 				case <-c.done:
+					return
+				case <-termDone:
 					return
 				case s := <-stale:
 					if s {

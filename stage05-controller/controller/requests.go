@@ -42,8 +42,13 @@ func newBatch() *batch {
 // addLeaderAndIsr tells the live replicas of tp (those in brokers, or all
 // when brokers is nil) its state, and every broker its metadata. A broker
 // in a controlled shutdown is not told: it would become a follower again
-// and its leader would put it back in the ISR as it exits.
+// and its leader would put it back in the ISR as it exits. A partition
+// without a state (never elected: none of its replicas was live) has
+// nothing to tell.
 func (b *batch) addLeaderAndIsr(cs *clusterState, tp commitlog.TopicPartition, brokers []int32) {
+	if _, ok := cs.states[tp]; !ok {
+		return
+	}
 	if brokers == nil {
 		brokers = cs.replicas(tp)
 	}
@@ -66,6 +71,15 @@ func (b *batch) addStopReplica(broker int32, tp commitlog.TopicPartition, del bo
 	}
 	b.stopReplica[broker][tp] = true
 	b.stopDelete[broker] = b.stopDelete[broker] || del
+}
+
+// chain runs f, then g: two StopReplica callbacks for one broker's
+// request.
+func chain(f, g func(*kmsg.StopReplicaResponse)) func(*kmsg.StopReplicaResponse) {
+	if f == nil {
+		return g
+	}
+	return func(r *kmsg.StopReplicaResponse) { f(r); g(r) }
 }
 
 // empty reports whether there is nothing to send.
@@ -140,9 +154,20 @@ func (c *Controller) send(b *batch) {
 }
 
 // sendUpdateMetadata tells every live broker the live brokers and the
-// states of parts (deleted: those to drop).
+// states of parts (deleted: those to drop). A partition of a topic whose
+// deletion has started is always sent as one to drop (Kafka's
+// LeaderDuringDelete), whatever asked for it: a broker that starts during
+// a deletion must not learn the topic again.
 func (c *Controller) sendUpdateMetadata(parts, deleted []commitlog.TopicPartition) {
 	cs := c.state
+	parts = slices.DeleteFunc(slices.Clone(parts), func(tp commitlog.TopicPartition) bool {
+		if cs.deletionStarted[tp.Topic] {
+			deleted = append(deleted, tp)
+			return true
+		}
+		return false
+	})
+	deleted = dedupe(slices.Clone(deleted))
 	var brokers []kmsg.UpdateMetadataRequestLiveBroker
 	for _, id := range cs.liveIDs() {
 		b := cs.live[id]

@@ -29,7 +29,8 @@ var (
 // the session timeout to tell the controller the broker died. It returns
 // the partitions the broker still leads (no other replica in the ISR); the
 // broker asks again, up to controlled.shutdown.max.retries, and then stops
-// anyway.
+// anyway. A follower whose removal from the ISR could not be written is
+// among the remaining too: it still follows, and the next ask tries again.
 func (c *Controller) ControlledShutdown(id int32, brokerEpoch int64) ([]commitlog.TopicPartition, error) {
 	type result struct {
 		remaining []commitlog.TopicPartition
@@ -64,52 +65,66 @@ func (c *Controller) controlledShutdown(id int32, brokerEpoch int64) ([]commitlo
 	// broker follows in (Kafka's order), so the last leadership to move
 	// does not wait for every ISR write.
 	moves := map[commitlog.TopicPartition]kafkazk.VersionedState{}
-	shrinks := map[commitlog.TopicPartition]kafkazk.VersionedState{}
-	followed := newBatch()
+	var followed []commitlog.TopicPartition
 	for _, tp := range cs.partitionsOn(id) {
 		s, ok := cs.states[tp]
-		if !ok || cs.deleting[tp.Topic] {
+		replicas := cs.replicas(tp)
+		if !ok || cs.deleting[tp.Topic] || len(replicas) < 2 {
 			continue
 		}
-		replicas := cs.replicas(tp)
+		if s.Leader != id {
+			followed = append(followed, tp)
+			continue
+		}
+		leader, newISR, ok := controlledShutdownElection(replicas, s.ISR, cs.isLive)
+		if !ok {
+			continue // stays with the broker: reported as remaining
+		}
 		next := s
+		next.Leader, next.ISR = leader, newISR
 		next.LeaderEpoch++
 		next.ControllerEpoch = cs.epoch.Epoch
-		switch {
-		case s.Leader == id && len(replicas) > 1:
-			leader, newISR, ok := controlledShutdownElection(replicas, s.ISR, cs.isLive)
-			if !ok {
-				continue // stays with the broker: reported as remaining
-			}
-			next.Leader, next.ISR = leader, newISR
-			moves[tp] = next
-		case s.Leader != id && slices.Contains(s.ISR, id):
-			// A follower: it leaves the ISR and stops fetching (Kafka's
-			// OfflineReplica for a replica of a shutting-down broker).
-			// From next, not s: next carries the bumped leader epoch, which
-			// makes the leader take the new ISR (a LeaderAndIsr at its
-			// current epoch is ignored).
-			next.PartitionState = withoutReplicas(next.PartitionState, func(r int32) bool { return r == id })
-			cs.machines.replicaTo(Replica{tp, id}, OfflineReplica)
-			followed.addStopReplica(id, tp, false)
-			shrinks[tp] = next
-		}
+		moves[tp] = next
 	}
 	moved := newBatch()
 	c.writeStates(moves, moved)
 	c.send(moved)
-	c.writeStates(shrinks, followed)
-	c.send(followed)
-	if c.state == nil {
+	if c.state != cs {
 		return nil, ErrNotController // a write found another controller
 	}
-	decided := moves
+
+	// A follower leaves the ISR, at a new leader epoch (the leader ignores
+	// a LeaderAndIsr at its current epoch: without the bump it kept the
+	// stopped broker in its own ISR), and only then stops fetching (Kafka's
+	// OfflineReplica transition: the ISR written, with the BADVERSION
+	// retried, then StopReplica). A follower whose ISR write failed (the
+	// leader changed the state twice under the controller) is not stopped:
+	// stopped but still in the ISR, it would hold back the high watermark
+	// and acks=all until the leader's replica.lag.time.max.ms ran out. It
+	// keeps fetching and is reported as remaining, so the broker asks
+	// again.
+	stops := newBatch()
+	failed, ok := c.shrinkISRs(func(r int32) bool { return r == id }, followed, stops)
+	if !ok {
+		return nil, ErrNotController
+	}
+	for _, tp := range followed {
+		if _, known := cs.states[tp]; !known || slices.Contains(failed, tp) {
+			continue // its state znode is gone, or it is still in the ISR
+		}
+		cs.machines.replicaTo(Replica{tp, id}, OfflineReplica)
+		stops.addStopReplica(id, tp, false)
+	}
+	c.send(stops)
+
 	var remaining []commitlog.TopicPartition
 	for _, tp := range cs.partitionsOn(id) {
 		if s, ok := cs.states[tp]; ok && s.Leader == id {
 			remaining = append(remaining, tp)
 		}
 	}
-	c.logger.Info("controlled shutdown: leaderships moved", "broker", id, "moved", len(decided), "remaining", len(remaining))
+	remaining = dedupe(append(remaining, failed...))
+	c.logger.Info("controlled shutdown: leaderships moved", "broker", id, "moved", len(moves), "stopped", len(stops.stopReplica[id]),
+		"remaining", len(remaining))
 	return remaining, nil
 }

@@ -8,8 +8,6 @@ import (
 	"strconv"
 
 	"github.com/go-zookeeper/zk"
-	"github.com/twmb/franz-go/pkg/kerr"
-	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kafkaworkbook/workbook/stage01-log/commitlog"
 	"github.com/kafkaworkbook/workbook/stage04-isr-acks/isr"
@@ -25,6 +23,7 @@ import (
 // leader one, and tells every live replica its role.
 func (c *Controller) failover(epoch kafkazk.ControllerEpoch) {
 	c.term++
+	c.termDone = make(chan struct{})
 	c.state = newClusterState(epoch, c.logger)
 	c.channels = newChannels(c.brokerID, c.IsActive, c.logger)
 	cs := c.state
@@ -33,9 +32,20 @@ func (c *Controller) failover(epoch kafkazk.ControllerEpoch) {
 	if err == nil {
 		err = c.loadTopics()
 	}
+	var deletions []string
+	if err == nil {
+		// The deletions in progress (Kafka's fetchTopicDeletionsInProgress,
+		// before its state machines start): a topic being deleted gets no
+		// leader and no new partition state below, and a deletion the last
+		// controller left half done is resumed at the end.
+		deletions, err = c.readDeletions()
+	}
 	if err != nil {
 		c.failed("load the cluster state", err)
 		return
+	}
+	for _, topic := range deletions {
+		cs.deleting[topic] = true
 	}
 	for _, b := range brokers {
 		cs.live[b.ID] = b
@@ -55,9 +65,15 @@ func (c *Controller) failover(epoch kafkazk.ControllerEpoch) {
 			cs.machines.partitionTo(tp, OfflinePartition)
 		}
 		for _, r := range cs.replicas(tp) {
-			if _, live := cs.live[r]; live {
+			_, live := cs.live[r]
+			switch {
+			case live:
 				cs.machines.replicaTo(Replica{tp, r}, OnlineReplica)
-			} else {
+			case cs.deleting[tp.Topic]:
+				// Kafka's initializeReplicaState: a dead replica of a topic
+				// being deleted cannot be deleted now.
+				cs.machines.replicaTo(Replica{tp, r}, ReplicaDeletionIneligible)
+			default:
 				cs.machines.replicaTo(Replica{tp, r}, OfflineReplica)
 			}
 		}
@@ -71,15 +87,17 @@ func (c *Controller) failover(epoch kafkazk.ControllerEpoch) {
 	// Then replicas on brokers that are not registered leave the ISRs (the
 	// death may have happened before this controller was elected: this
 	// controller's predecessor, for one), and every live replica hears its
-	// role.
+	// role, but those of topics being deleted: they are to stop.
 	b = newBatch()
 	c.removeFromISRs(func(r int32) bool { _, live := cs.live[r]; return !live }, b)
 	for _, tp := range cs.partitions() {
-		b.addLeaderAndIsr(cs, tp, nil)
+		if !cs.deleting[tp.Topic] {
+			b.addLeaderAndIsr(cs, tp, nil)
+		}
 	}
 	c.send(b)
 	c.isrChanges()
-	c.topicDeletion()
+	c.resumeDeletions() // Kafka's tryTopicDeletion
 	c.resumeReassignments()
 	c.legacyReassignments()
 	if c.opts.AutoLeaderRebalance && c.opts.LeaderImbalanceCheckInterval > 0 {
@@ -88,9 +106,14 @@ func (c *Controller) failover(epoch kafkazk.ControllerEpoch) {
 }
 
 // resigned is Kafka's onControllerResignation: forget the state, stop
-// talking to brokers; the watches of this term are ignored from now on.
+// talking to brokers; the term's watch goroutines and timers end, and an
+// event one of them queued before is ignored.
 func (c *Controller) resigned() {
 	c.term++
+	if c.termDone != nil {
+		close(c.termDone)
+		c.termDone = nil
+	}
 	if c.channels != nil {
 		c.channels.closeAll()
 	}
@@ -116,11 +139,20 @@ func (c *Controller) failed(what string, err error) {
 
 // watch arms a ZooKeeper watch for this term: when it fires, f runs as an
 // event, unless the controller resigned or was elected again meanwhile.
+// The goroutine that waits for it ends with the term: a watch on a znode
+// nobody changes may never fire, and a controller that resigns and is
+// elected again arms every watch anew (ZooKeeper cannot take a watch
+// back; the old one fires into a channel nobody reads, and go-zookeeper
+// drops it then).
 func (c *Controller) watch(name string, ch <-chan zk.Event, f func(c *Controller)) {
-	term := c.term
+	term, termDone := c.term, c.termDone
+	if termDone == nil {
+		return // not the controller: nothing to react to
+	}
 	c.wg.Go(func() {
 		select {
 		case <-c.done:
+		case <-termDone:
 		case <-ch:
 			c.queue.put(event{name, func(c *Controller) {
 				if c.state != nil && c.term == term {
@@ -199,6 +231,12 @@ func (c *Controller) uncleanFor(topic string) bool {
 // OnlinePartition); a partition whose leader is gone gets one by
 // offlineElection. The decisions are written to ZooKeeper and added to b.
 func (c *Controller) electWhereNeeded(tps []commitlog.TopicPartition, b *batch) {
+	c.electLeaders(tps, b, true)
+}
+
+// electLeaders is electWhereNeeded; again says whether a decision that
+// finds its state changed under it is decided once more (writeStates).
+func (c *Controller) electLeaders(tps []commitlog.TopicPartition, b *batch, again bool) {
 	cs := c.state
 	created := map[commitlog.TopicPartition]isr.PartitionState{}
 	decided := map[commitlog.TopicPartition]kafkazk.VersionedState{}
@@ -263,22 +301,61 @@ func (c *Controller) electWhereNeeded(tps []commitlog.TopicPartition, b *batch) 
 			b.addLeaderAndIsr(cs, tp, nil)
 		}
 	}
-	c.writeStates(decided, b)
+	c.writeStatesThen(decided, b, again)
 }
 
 // writeStates writes the controller's decisions, fenced by its epoch and
-// conditional on each state's version, and adds each written one to b. A
-// state a leader changed meanwhile (bad version) is read again and left
-// to the next event that concerns it.
+// conditional on each state's version, and adds each written one to b.
+// A state a leader changed meanwhile (BADVERSION: its ISR write raced
+// with the decision) is read again and its leader decided again, once:
+// if it moved again, it is left to the next event that concerns it, as
+// every event must end (the retry used to call writeStates again without
+// a bound). A state whose znode is gone (NONODE) is forgotten: its
+// partition was deleted under the controller, and reading it again
+// would find nothing to decide on, for ever.
 func (c *Controller) writeStates(decided map[commitlog.TopicPartition]kafkazk.VersionedState, b *batch) {
-	if len(decided) == 0 || c.state == nil {
+	c.writeStatesThen(decided, b, true)
+}
+
+// writeStatesThen is writeStates; again false: a decision that finds
+// its state changed is not decided again (this is the second try).
+func (c *Controller) writeStatesThen(decided map[commitlog.TopicPartition]kafkazk.VersionedState, b *batch, again bool) {
+	conflicts, ok := c.writeDecided(decided, b)
+	if !ok || len(conflicts) == 0 {
 		return
 	}
+	if !c.refreshStates(conflicts) {
+		return
+	}
+	if !again {
+		c.logger.Warn("partition states changed under the controller twice in one event; left to the next event", "partitions", conflicts)
+		return
+	}
+	// Decide again on what is there now (a leader's ISR change raced
+	// with the decision; the decision still has to be made).
+	c.electLeaders(conflicts, b, false)
+}
+
+// writeDecided writes decided states (fenced, conditional on their
+// versions) and adds the written ones to b. It forgets the states whose
+// znode is gone and returns, in order, those that changed under the
+// controller (to read again); ok is false when the controller failed
+// (resigned) on the way.
+func (c *Controller) writeDecided(decided map[commitlog.TopicPartition]kafkazk.VersionedState, b *batch) (conflicts []commitlog.TopicPartition, ok bool) {
 	cs := c.state
+	if cs == nil {
+		return nil, false
+	}
+	if len(decided) == 0 {
+		return nil, true
+	}
+	if c.beforeStateWrite != nil {
+		c.beforeStateWrite(slices.SortedFunc(maps.Keys(decided), commitlog.TopicPartition.Compare))
+	}
 	written, failed, err := c.zk.UpdatePartitionStates(cs.epoch, decided)
 	if err != nil {
 		c.failed("write partition states", err)
-		return
+		return nil, false
 	}
 	for tp, v := range written {
 		s := decided[tp]
@@ -291,21 +368,50 @@ func (c *Controller) writeStates(decided map[commitlog.TopicPartition]kafkazk.Ve
 		}
 		b.addLeaderAndIsr(cs, tp, nil)
 	}
-	var reread []commitlog.TopicPartition
-	for tp, err := range failed {
-		c.logger.Info("partition state changed under the controller; reading it again", "partition", tp, "err", err)
-		reread = append(reread, tp)
-	}
-	if len(reread) > 0 {
-		states, err := c.zk.PartitionStates(reread...)
-		if err != nil {
-			c.failed("read partition states", err)
-			return
+	for _, tp := range slices.SortedFunc(maps.Keys(failed), commitlog.TopicPartition.Compare) {
+		if errors.Is(failed[tp], zk.ErrNoNode) {
+			c.forgetState(tp)
+			continue
 		}
-		maps.Copy(cs.states, states)
-		// Decide again on what is there now (a leader's ISR change
-		// raced with the decision; the decision still has to be made).
-		c.electWhereNeeded(reread, b)
+		c.logger.Info("partition state changed under the controller; reading it again", "partition", tp, "err", failed[tp])
+		conflicts = append(conflicts, tp)
+	}
+	return conflicts, true
+}
+
+// refreshStates reads tps' states from ZooKeeper into the controller's
+// view (ZooKeeper's are the newer: this session wrote the cached ones,
+// and a session reads its own writes); a state whose znode is gone is
+// forgotten. False when the read failed and the controller resigned.
+func (c *Controller) refreshStates(tps []commitlog.TopicPartition) bool {
+	cs := c.state
+	current, err := c.zk.PartitionStates(tps...)
+	if err != nil {
+		c.failed("read partition states", err)
+		return false
+	}
+	for _, tp := range tps {
+		if s, ok := current[tp]; ok {
+			cs.states[tp] = s
+		} else if _, known := cs.states[tp]; known {
+			c.forgetState(tp)
+		}
+	}
+	return true
+}
+
+// forgetState drops a partition state whose znode is gone (its topic was
+// deleted, by this controller's predecessor or by hand, before this one
+// heard of it): there is nothing to elect or shrink any more. The
+// partition goes offline; the TopicChange that follows the deletion
+// forgets the rest, and a controller elected later creates a state again
+// if the assignment is still there.
+func (c *Controller) forgetState(tp commitlog.TopicPartition) {
+	cs := c.state
+	c.logger.Warn("partition state znode is gone; forgetting the partition's state", "partition", tp)
+	delete(cs.states, tp)
+	if !cs.deleting[tp.Topic] {
+		cs.machines.partitionTo(tp, OfflinePartition)
 	}
 }
 
@@ -369,18 +475,22 @@ func (c *Controller) brokerChange() {
 
 // brokersDied is Kafka's onBrokerFailure: the partitions the dead brokers
 // led get new leaders from their live ISRs, and the dead brokers leave the
-// ISRs of the others; the survivors are told.
+// ISRs of the others; the survivors are told. Their replicas of topics
+// being deleted cannot be deleted now (Kafka's failReplicaDeletion): a
+// StopReplica that was on its way to them is lost with their channel, and
+// their start resumes the deletion (brokersStarted).
 func (c *Controller) brokersDied(ids []int32) {
 	cs := c.state
 	dead := func(r int32) bool { return slices.Contains(ids, r) }
 	b := newBatch()
 	var leaderless []commitlog.TopicPartition
+	var forDeletion []Replica
 	for _, tp := range cs.partitions() {
 		for _, r := range cs.replicas(tp) {
 			if dead(r) && !cs.deleting[tp.Topic] {
 				cs.machines.replicaTo(Replica{tp, r}, OfflineReplica)
 			} else if dead(r) {
-				cs.machines.replicaTo(Replica{tp, r}, ReplicaDeletionIneligible)
+				forDeletion = append(forDeletion, Replica{tp, r})
 			}
 		}
 		s, ok := cs.states[tp]
@@ -401,6 +511,9 @@ func (c *Controller) brokersDied(ids []int32) {
 	b = newBatch()
 	c.removeFromISRs(dead, b)
 	c.send(b)
+	if c.state == cs {
+		c.failReplicaDeletion(forDeletion, "broker died", false)
+	}
 }
 
 // removeFromISRs takes the brokers gone says are gone out of the ISRs of
@@ -414,61 +527,72 @@ func (c *Controller) removeFromISRs(gone func(int32) bool, b *batch) {
 	if cs == nil {
 		return
 	}
-	// The states as ZooKeeper has them now, not as last seen: a leader
-	// may have put a broker back in its ISR since (Kafka's
-	// doRemoveReplicasFromIsr reads them too).
 	var candidates []commitlog.TopicPartition
 	for _, tp := range cs.partitions() {
 		if slices.ContainsFunc(cs.replicas(tp), gone) && !cs.deleting[tp.Topic] {
 			candidates = append(candidates, tp)
 		}
 	}
-	if len(candidates) == 0 {
-		return
-	}
-	current, err := c.zk.PartitionStates(candidates...)
-	if err != nil {
-		c.failed("read partition states", err)
-		return
-	}
-	for tp, s := range current {
-		if s.ZkVersion >= cs.states[tp].ZkVersion {
-			cs.states[tp] = s
+	c.shrinkISRs(gone, candidates, b)
+}
+
+// shrinkISRs is removeFromISRs for the partitions candidates. It works
+// from the states as ZooKeeper has them now, not as last seen: a leader
+// may have changed its ISR since, put a broker back in it for one
+// (Kafka's doRemoveReplicasFromIsr reads them too). A write that finds
+// the state changed again (the leader wrote meanwhile) is read and tried
+// once more; those that still fail are returned, in order, and left to
+// the next event. ok is false when the controller failed (resigned).
+func (c *Controller) shrinkISRs(gone func(int32) bool, candidates []commitlog.TopicPartition, b *batch) (failed []commitlog.TopicPartition, ok bool) {
+	cs := c.state
+	for attempt := 0; attempt < 2 && len(candidates) > 0; attempt++ {
+		if !c.refreshStates(candidates) {
+			return nil, false
+		}
+		shrunk := map[commitlog.TopicPartition]kafkazk.VersionedState{}
+		for _, tp := range candidates {
+			s, ok := cs.states[tp]
+			if !ok || cs.deleting[tp.Topic] || s.Leader < 0 || gone(s.Leader) || !slices.ContainsFunc(s.ISR, gone) {
+				continue
+			}
+			next := s
+			next.PartitionState = withoutReplicas(s.PartitionState, gone)
+			next.LeaderEpoch++
+			next.ControllerEpoch = cs.epoch.Epoch
+			shrunk[tp] = next
+		}
+		if candidates, ok = c.writeDecided(shrunk, b); !ok {
+			return nil, false
 		}
 	}
-	shrunk := map[commitlog.TopicPartition]kafkazk.VersionedState{}
-	for _, tp := range candidates {
-		s, ok := cs.states[tp]
-		if !ok || cs.deleting[tp.Topic] || s.Leader < 0 || gone(s.Leader) || !slices.ContainsFunc(s.ISR, gone) {
-			continue
-		}
-		next := s
-		next.PartitionState = withoutReplicas(s.PartitionState, gone)
-		next.LeaderEpoch++
-		next.ControllerEpoch = cs.epoch.Epoch
-		shrunk[tp] = next
+	if len(candidates) > 0 {
+		c.logger.Warn("ISR changed under the controller twice in one event; left to the next event", "partitions", candidates)
 	}
-	c.writeStates(shrunk, b)
+	return candidates, true
 }
 
 // brokersStarted is Kafka's onBrokerStartup: every broker learns the new
 // live set and all the metadata; the new brokers are told their roles;
-// partitions that were offline get a leader if a new broker can be one;
-// topics being deleted have their replicas on it stopped.
+// partitions that were offline, or never got a state, get a leader if a
+// new broker can be one; the deletion of topics with a replica on a new
+// broker resumes (resumeDeletionForTopics).
 func (c *Controller) brokersStarted(ids []int32) {
 	cs := c.state
 	b := newBatch()
 	b.allMetadata = true
 	var offline []commitlog.TopicPartition
+	var deleting []string
 	for _, id := range ids {
 		for _, tp := range cs.partitionsOn(id) {
 			if cs.deleting[tp.Topic] {
-				cs.machines.replicaTo(Replica{tp, id}, ReplicaDeletionStarted)
-				b.addStopReplica(id, tp, true)
+				deleting = append(deleting, tp.Topic)
 				continue
 			}
 			cs.machines.replicaTo(Replica{tp, id}, OnlineReplica)
-			if s, ok := cs.states[tp]; ok && (s.Leader < 0 || !cs.isLive(s.Leader)) {
+			// Offline partitions, and new ones that got no state because
+			// none of their replicas was live (Kafka's
+			// triggerOnlinePartitionStateChange elects both).
+			if s, ok := cs.states[tp]; !ok || s.Leader < 0 || !cs.isLive(s.Leader) {
 				offline = append(offline, tp)
 			}
 			b.addLeaderAndIsr(cs, tp, []int32{id})
@@ -476,6 +600,10 @@ func (c *Controller) brokersStarted(ids []int32) {
 	}
 	c.electWhereNeeded(dedupe(offline), b)
 	c.send(b)
+	if c.state == cs && len(deleting) > 0 {
+		slices.Sort(deleting)
+		c.resumeDeletionForTopics(slices.Compact(deleting))
+	}
 }
 
 // topicChange is Kafka's TopicChange event: new topics' partitions are
@@ -528,6 +656,8 @@ func (c *Controller) forgetTopic(topic string) {
 	cs.machines.forgetTopic(topic)
 	delete(cs.unclean, topic)
 	delete(cs.deleting, topic)
+	delete(cs.deletionStarted, topic)
+	delete(cs.ineligible, topic)
 }
 
 // isrChanges is Kafka's IsrChangeNotification event: leaders changed
@@ -582,105 +712,6 @@ func (c *Controller) isrChanges() {
 			c.maybeCompleteReassignment(tp) // a target replica may have joined the ISR
 		}
 	}
-}
-
-// topicDeletion is Kafka's TopicDeletion event (/admin/delete_topics):
-// every replica of the topic is stopped and its log deleted
-// (StopReplica); once all have answered, the topic's znodes go and every
-// broker drops it from its metadata. A replica on a dead broker is
-// deleted when the broker comes back (brokersStarted), and the topic
-// waits for it, as Kafka's TopicDeletionManager does.
-func (c *Controller) topicDeletion() {
-	cs := c.state
-	names, ch, err := c.zk.TopicsToDeleteW()
-	if err != nil {
-		c.failed("read /admin/delete_topics", err)
-		return
-	}
-	c.watch("TopicDeletion", ch, (*Controller).topicDeletion)
-	b := newBatch()
-	for _, topic := range names {
-		if _, ok := cs.topics[topic]; !ok {
-			// Nothing to delete: drop the mark.
-			if err := c.zk.DeleteTopicZNodes(cs.epoch, topic); err != nil {
-				c.failed("delete a topic mark", err)
-				return
-			}
-			continue
-		}
-		if cs.deleting[topic] {
-			continue
-		}
-		cs.deleting[topic] = true
-		c.logger.Info("deleting topic", "topic", topic)
-		waiting := map[int32]bool{}
-		for _, p := range slices.Sorted(maps.Keys(cs.topics[topic].Replicas)) {
-			tp := commitlog.TopicPartition{Topic: topic, Partition: p}
-			cs.machines.partitionTo(tp, OfflinePartition)
-			for _, r := range cs.replicas(tp) {
-				waiting[r] = true
-				if _, ok := cs.live[r]; ok {
-					cs.machines.replicaTo(Replica{tp, r}, ReplicaDeletionStarted)
-					b.addStopReplica(r, tp, true)
-				} else {
-					cs.machines.replicaTo(Replica{tp, r}, OfflineReplica)
-					cs.machines.replicaTo(Replica{tp, r}, ReplicaDeletionIneligible)
-				}
-			}
-		}
-		cs.deletionWaits[topic] = waiting
-		for r := range waiting {
-			broker, t := r, topic
-			b.stopCallback[r] = chain(b.stopCallback[r], func(resp *kmsg.StopReplicaResponse) {
-				if resp.ErrorCode != 0 {
-					c.logger.Warn("StopReplica refused", "broker", broker, "err", kerr.ErrorForCode(resp.ErrorCode))
-					return
-				}
-				c.queue.put(event{"ReplicaDeleted", func(c *Controller) { c.replicaDeleted(t, broker) }})
-			})
-		}
-	}
-	c.send(b)
-}
-
-// replicaDeleted: a broker deleted its replicas of a topic being deleted;
-// when every replica is gone, so are the topic's znodes.
-func (c *Controller) replicaDeleted(topic string, broker int32) {
-	cs := c.state
-	if cs == nil || !cs.deleting[topic] {
-		return
-	}
-	waiting := cs.deletionWaits[topic]
-	delete(waiting, broker)
-	for p := range cs.topics[topic].Replicas {
-		r := Replica{commitlog.TopicPartition{Topic: topic, Partition: p}, broker}
-		if cs.machines.replicas[r] == ReplicaDeletionStarted {
-			cs.machines.replica(r, ReplicaDeletionSuccessful)
-		}
-	}
-	if len(waiting) > 0 {
-		return
-	}
-	b := newBatch()
-	for p := range cs.topics[topic].Replicas {
-		b.deleted[commitlog.TopicPartition{Topic: topic, Partition: p}] = true
-	}
-	if err := c.zk.DeleteTopicZNodes(cs.epoch, topic); err != nil {
-		c.failed("delete the topic's znodes", err)
-		return
-	}
-	c.forgetTopic(topic)
-	delete(cs.deletionWaits, topic)
-	c.logger.Info("topic deleted", "topic", topic)
-	c.send(b)
-}
-
-// chain runs f, then g.
-func chain(f, g func(*kmsg.StopReplicaResponse)) func(*kmsg.StopReplicaResponse) {
-	if f == nil {
-		return g
-	}
-	return func(r *kmsg.StopReplicaResponse) { f(r); g(r) }
 }
 
 // dedupe sorts partitions and drops repeats.

@@ -1,6 +1,7 @@
 package controller_test
 
 import (
+	"errors"
 	"slices"
 	"testing"
 	"time"
@@ -182,4 +183,101 @@ func TestAControllerThatResignsInABrokerChangeStopsThere(t *testing.T) {
 		s, _, err := zk.PartitionState(tp)
 		return err == nil && s.Leader == 1 && slices.Equal(s.ISR, []int32{1, 0, 2})
 	}, 20*time.Second, 5*time.Millisecond, "broker 1, alive, still leads")
+}
+
+// TestAPartitionStateDeletedUnderTheControllerIsForgotten: a partition's
+// state znode is deleted behind the controller's back (as a topic
+// deletion by an earlier controller, or by hand, leaves it), then its
+// leader dies. The controller's election write finds no znode (NONODE):
+// it used to read the state again, find nothing, decide again from what
+// it remembered and write again, for ever, and its event goroutine
+// answered nothing more. It forgets the state now: the partition goes
+// OfflinePartition, nothing is created in its place, and the next events
+// are handled.
+func TestAPartitionStateDeletedUnderTheControllerIsForgotten(t *testing.T) {
+	ens := zktest.StartStandalone(t)
+	brokers := map[int32]*kafkazk.Client{0: fakeBroker(t, ens, 0), 1: fakeBroker(t, ens, 1), 2: fakeBroker(t, ens, 2)}
+	ctl := startCandidates(t, ens, 1)[0]
+	active(t, []*candidate{ctl})
+	zk := ctl.zk
+	tp := commitlog.TopicPartition{Topic: "t", Partition: 0}
+	require.NoError(t, zk.CreateTopic("t", kafkazk.TopicAssignment{Replicas: map[int32][]int32{0: {0, 1, 2}}}, nil))
+	require.Eventually(t, func() bool {
+		s, _, err := zk.PartitionState(tp)
+		return err == nil && s.Leader == 0
+	}, 20*time.Second, 5*time.Millisecond, "the partition online, led by broker 0")
+
+	require.NoError(t, zk.Conn().Delete(kafkazk.PartitionStatePath(tp), -1))
+	brokers[0].Close()
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		var partitions map[commitlog.TopicPartition]controller.PartitionStateName
+		err := within(10*time.Second, func() (err error) {
+			partitions, _, err = ctl.ctl.StateMachines()
+			return err
+		})
+		if errors.Is(err, errNoAnswer) {
+			ctl.ctl = nil // a stuck controller cannot be closed
+			t.Fatal("broker 0 died: " + err.Error())
+		}
+		require.NoError(t, err)
+		if partitions[tp] == controller.OfflinePartition {
+			break // its state forgotten
+		}
+		require.False(t, time.Now().After(deadline), "the partition should be offline, is %v", partitions[tp])
+	}
+	_, _, err := zk.PartitionState(tp)
+	require.ErrorIs(t, err, isr.ErrNoNode, "and no state was written in its place")
+
+	other := commitlog.TopicPartition{Topic: "next", Partition: 0}
+	require.NoError(t, zk.CreateTopic("next", kafkazk.TopicAssignment{Replicas: map[int32][]int32{0: {1, 2}}}, nil))
+	require.Eventually(t, func() bool {
+		s, _, err := zk.PartitionState(other)
+		return err == nil && s.Leader == 1
+	}, 20*time.Second, 5*time.Millisecond, "the controller goes on: a new topic is led")
+}
+
+// errNoAnswer is what within reports when f did not return in time.
+var errNoAnswer = errors.New("no answer: the controller's event goroutine is stuck")
+
+// within runs f and waits for it at most d.
+func within(d time.Duration, f func() error) error {
+	done := make(chan error, 1)
+	go func() { done <- f() }()
+	select {
+	case err := <-done:
+		return err
+	case <-time.After(d):
+		return errNoAnswer
+	}
+}
+
+// TestANewPartitionWithNoLiveReplicaIsCreatedWhenOneStarts: a topic
+// created while its only replica's broker is down gets no state (no
+// replica can lead). When the broker starts, the partition is created,
+// led by it (Kafka's onBrokerStartup elects new partitions as well as
+// offline ones). Before, only partitions with a state were elected at a
+// broker's start, and this one waited for the next controller.
+func TestANewPartitionWithNoLiveReplicaIsCreatedWhenOneStarts(t *testing.T) {
+	ens := zktest.StartStandalone(t)
+	fakeBroker(t, ens, 0)
+	ctl := startCandidates(t, ens, 1)[0]
+	active(t, []*candidate{ctl})
+	zk := ctl.zk
+	tp := commitlog.TopicPartition{Topic: "t", Partition: 0}
+	require.NoError(t, zk.CreateTopic("t", kafkazk.TopicAssignment{Replicas: map[int32][]int32{0: {1}}}, nil))
+	// A topic created after it, whose leader shows the controller has
+	// handled both.
+	require.NoError(t, zk.CreateTopic("u", kafkazk.TopicAssignment{Replicas: map[int32][]int32{0: {0}}}, nil))
+	require.Eventually(t, func() bool {
+		s, _, err := zk.PartitionState(commitlog.TopicPartition{Topic: "u", Partition: 0})
+		return err == nil && s.Leader == 0
+	}, 20*time.Second, 5*time.Millisecond, "the next topic is led")
+	_, _, err := zk.PartitionState(tp)
+	require.ErrorIs(t, err, isr.ErrNoNode, "no state: its only replica is down")
+
+	fakeBroker(t, ens, 1)
+	require.Eventually(t, func() bool {
+		s, _, err := zk.PartitionState(tp)
+		return err == nil && s.Leader == 1 && slices.Equal(s.ISR, []int32{1})
+	}, 20*time.Second, 5*time.Millisecond, "broker 1 started: it leads the partition")
 }
