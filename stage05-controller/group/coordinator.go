@@ -80,10 +80,19 @@ type Options struct {
 	Now    func() time.Time // time.Now if nil
 }
 
-// ownership is this broker's hold on one partition of __consumer_offsets.
+// ownership is this broker's hold on one partition of __consumer_offsets,
+// from one Elected to the next Resigned: each load installs its groups
+// only into the ownership it was started for (compared by pointer), so a
+// load that outlived its leadership installs nothing. Its fields are
+// protected by Coordinator.mu.
 type ownership struct {
-	epoch   int32 // the leader epoch it was elected in
+	epoch   int32 // the newest leader epoch it was elected in
 	loading bool  // its groups are being read from the log
+	// failed: the load could not read the log; the partition answers
+	// NOT_COORDINATOR until an election in a newer epoch loads it again
+	// (Kafka's CoordinatorRuntime: LOADING -> FAILED, and FAILED ->
+	// LOADING on a newer epoch).
+	failed bool
 }
 
 // Coordinator is the group coordinator of one broker: it serves the groups
@@ -170,25 +179,38 @@ func (c *Coordinator) Partitions() int32 { return c.cfg.Partitions }
 // __consumer_offsets in leader epoch epoch, with log l: it reads the
 // partition's groups and offsets from the log on its own goroutine, and
 // answers COORDINATOR_LOAD_IN_PROGRESS for them until it is done (Kafka's
-// onElection and loadGroupsAndOffsets). A call for a partition it serves
-// already, in a newer leader epoch, only records the epoch.
+// onElection and loadGroupsAndOffsets). Every load ends in one of two
+// answers, never in loading for ever:
+//
+//	the log was read            the groups are served, even if newer
+//	                            elections (an ISR change bumps the
+//	                            epoch, same leader) came meanwhile
+//	reading the log failed      NOT_COORDINATOR, until an election in a
+//	                            newer epoch loads again
+//	Resigned came meanwhile     NOT_COORDINATOR at once; the load, when
+//	                            it ends, installs nothing
+//
+// A call for a partition it serves or loads already, in a newer leader
+// epoch, only records the epoch.
 func (c *Coordinator) Elected(p, epoch int32, l *commitlog.Log) {
 	c.mu.Lock()
 	if c.closed {
 		c.mu.Unlock()
 		return
 	}
-	if o := c.owned[p]; o != nil {
+	if o := c.owned[p]; o != nil && !(o.failed && epoch > o.epoch) {
 		// Already served (or loading): a new leader epoch with the same
 		// leader (the controller shrank or grew the ISR) changes nothing
 		// here, and a reload would replace the live groups, their
 		// rebalances and parked requests, with what the log holds (Kafka's
-		// addLoadingPartition skips an owned partition).
+		// addLoadingPartition skips an owned partition, and a load in
+		// progress goes on: "Already loading").
 		o.epoch = max(o.epoch, epoch)
 		c.mu.Unlock()
 		return
 	}
-	c.owned[p] = &ownership{epoch: epoch, loading: true}
+	o := &ownership{epoch: epoch, loading: true}
+	c.owned[p] = o
 	c.loads.Add(1)
 	c.mu.Unlock()
 	go func() {
@@ -196,15 +218,38 @@ func (c *Coordinator) Elected(p, epoch int32, l *commitlog.Log) {
 		start := c.now()
 		found, end, err := c.read(l)
 		if err != nil {
-			// The partition stays loading: Kafka's loader keeps the
-			// partition unavailable rather than serve groups half-read.
-			c.logger.Error("loading groups", "partition", p, "err", err)
+			// Kafka's old GroupMetadataManager logged the error and served
+			// whatever it had read; its CoordinatorRuntime (3.6+) fails
+			// the partition instead, and so does this: a group served
+			// half-read would hand consumers no committed offset (and
+			// auto.offset.reset) for partitions the log does hold.
+			c.failLoad(p, o, err)
 			return
 		}
-		n, offsets := c.install(p, epoch, found)
+		n, offsets, ok := c.install(p, o, found)
+		if !ok {
+			c.logger.Info("dropped a load: the partition was resigned meanwhile", "partition", p, "epoch", epoch)
+			return
+		}
 		c.logger.Info("loaded groups", "partition", p, "epoch", epoch, "groups", n, "offsets", offsets,
 			"log_end", end, "took", c.now().Sub(start).Round(time.Millisecond))
 	}()
+}
+
+// failLoad marks o failed after its load could not read the log, if this
+// broker still holds the partition through o.
+func (c *Coordinator) failLoad(p int32, o *ownership, err error) {
+	c.mu.Lock()
+	current := c.owned[p] == o && !c.closed
+	if current {
+		o.loading, o.failed = false, true
+	}
+	epoch := o.epoch
+	c.mu.Unlock()
+	if current {
+		c.logger.Error("loading groups failed: answering NOT_COORDINATOR until elected in a newer epoch",
+			"partition", p, "epoch", epoch, "err", err)
+	}
 }
 
 // read reads every record of a partition's log, from its start to its
@@ -262,10 +307,12 @@ func (c *Coordinator) read(l *commitlog.Log) (*loaded, int64, error) {
 	return found, end, nil
 }
 
-// install makes the loaded groups live, if this broker still owns the
-// partition in that epoch: a group with members is Stable, and each member
-// must heartbeat within its session timeout; one without is Empty.
-func (c *Coordinator) install(p, epoch int32, found *loaded) (groups, offsets int) {
+// install makes the loaded groups live, if this broker still holds the
+// partition through o (no Resigned came since the load began): a group
+// with members is Stable, and each member must heartbeat within its
+// session timeout; one without is Empty. ok is false when it installed
+// nothing.
+func (c *Coordinator) install(p int32, o *ownership, found *loaded) (groups, offsets int, ok bool) {
 	now := c.now()
 	built := map[string]*Group{}
 	for id, v := range found.groups {
@@ -305,14 +352,14 @@ func (c *Coordinator) install(p, epoch int32, found *loaded) (groups, offsets in
 		offsets += len(offs)
 	}
 	c.mu.Lock()
-	if o := c.owned[p]; o == nil || o.epoch != epoch || c.closed {
+	if c.owned[p] != o || c.closed {
 		c.mu.Unlock()
-		return 0, 0
+		return 0, 0, false
 	}
 	for _, g := range built {
 		c.groups[g.id] = g
 	}
-	c.owned[p].loading = false
+	o.loading = false
 	c.mu.Unlock()
 	for _, g := range built {
 		g.lock()
@@ -321,7 +368,7 @@ func (c *Coordinator) install(p, epoch int32, found *loaded) (groups, offsets in
 		}
 		g.unlock()
 	}
-	return len(built), offsets
+	return len(built), offsets, true
 }
 
 // Resigned tells the coordinator that this broker no longer leads
@@ -371,7 +418,7 @@ func (c *Coordinator) unloaded(g *Group) {
 
 // Owns reports this broker's hold on the partition of groupID: NONE when
 // it serves the group, COORDINATOR_LOAD_IN_PROGRESS while it loads the
-// partition, NOT_COORDINATOR when it does not lead it.
+// partition, NOT_COORDINATOR when it does not lead it or could not load it.
 func (c *Coordinator) Owns(groupID string) int16 {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
@@ -380,7 +427,7 @@ func (c *Coordinator) Owns(groupID string) int16 {
 
 func (c *Coordinator) ownsLocked(p int32) int16 {
 	switch o := c.owned[p]; {
-	case c.closed || o == nil:
+	case c.closed || o == nil || o.failed:
 		return kerr.NotCoordinator.Code
 	case o.loading:
 		return kerr.CoordinatorLoadInProgress.Code
