@@ -307,21 +307,38 @@ func (d *delayedJoin) OnComplete() {
 
 func (d *delayedJoin) OnExpiration() {}
 
-// completeJoin ends the join phase (Kafka's onCompleteJoin): members that
-// did not rejoin are removed (a leader among them hands the role to the
-// oldest member that did), the generation advances, and every member gets
-// its JoinGroup answer: the leader with the member list, to compute the
-// assignment.
+// completeJoin ends the join phase (Kafka's onCompleteJoin): dynamic
+// members that did not rejoin are removed; static ones (KIP-345) stay,
+// since only their session timeout or a LeaveGroup with their
+// group.instance.id removes them. A leader that did not rejoin hands the
+// role to the oldest member that did; if none did (only absent static
+// members are left), the join phase waits another rebalance timeout, as
+// Kafka's does. Otherwise the generation advances and every member that
+// waits gets its JoinGroup answer: the leader with the member list, to
+// compute the assignment.
 func (c *Coordinator) completeJoin(g *Group) {
 	// exercise 05.4: end a rebalance's join phase: the next generation, and the leader gets the members
-	// hint: remove (clearHeartbeat, g.remove) every member whose awaitingJoin is nil, in join order (g.sortedMembers), so that a leader who did not rejoin hands over to the oldest that did; g.generation++; no member left: g.protocol "", transition to Empty, and c.store the empty group (groupKey, groupValue(g, nil)); otherwise g.selectProtocol(), transition to CompletingRebalance, and answer every member (c.answerJoin with c.joinResponse), no longer new, its session timer started (c.scheduleHeartbeat)
-	// tests: TestJoinGroupAsksForMemberIDThenCompletesAloneWithGenerationOne, TestFirstMemberLeadsAndFollowersSyncGroupWaitsForTheLeaders, TestMemberNotRejoiningWithinRebalanceTimeoutIsRemoved, TestAJoinedMemberThatNeverSyncsExpiresAndLeavesTheGroupEmpty, TestAFollowerWaitingForTheLeadersSyncGroupOutlivesItsSessionTimeout
+	// hint: remove (clearHeartbeat, g.remove) every dynamic member (instanceID nil) whose awaitingJoin is nil, in join order (g.sortedMembers); a static one stays (KIP-345); if members are left and the leader did not rejoin, the oldest that did leads (g.oldest), and if none did, park another delayedJoin of g.rebalanceTimeout() (g.join, c.parkJoin) and return; g.generation++; no member left: g.protocol "", transition to Empty, and c.store the empty group (groupKey, groupValue(g, nil)); otherwise g.selectProtocol(), transition to CompletingRebalance, and answer every member that waits (c.answerJoin with c.joinResponse); every member, no longer new, gets its session timer started (c.scheduleHeartbeat)
+	// tests: TestJoinGroupAsksForMemberIDThenCompletesAloneWithGenerationOne, TestFirstMemberLeadsAndFollowersSyncGroupWaitsForTheLeaders, TestMemberNotRejoiningWithinRebalanceTimeoutIsRemoved, TestAJoinedMemberThatNeverSyncsExpiresAndLeavesTheGroupEmpty, TestAFollowerWaitingForTheLeadersSyncGroupOutlivesItsSessionTimeout, TestAStaticMemberThatDoesNotRejoinInTimeStaysInTheGroup, TestAStaticLeaderThatDoesNotRejoinHandsLeadershipToAJoinedMember, TestAJoinPhaseWhereOnlyAbsentStaticMembersRemainWaitsForThem
 	for _, m := range g.sortedMembers() {
-		if m.awaitingJoin == nil {
-			c.logger.Info("removing a member that did not rejoin in time", "group", g.id, "member", m.id)
+		if m.awaitingJoin == nil && m.instanceID == nil {
+			c.logger.Info("removing a dynamic member that did not rejoin in time", "group", g.id, "member", m.id)
 			c.clearHeartbeat(g, m)
 			g.remove(m.id)
 		}
+	}
+	if leader := g.members[g.leader]; leader != nil && leader.awaitingJoin == nil {
+		next := g.oldest(func(m *member) bool { return m.awaitingJoin != nil })
+		if next == "" {
+			c.logger.Warn("could not complete the rebalance: no member rejoined; waiting another rebalance timeout",
+				"group", g.id, "generation", g.generation, "static_members", len(g.members))
+			d := &delayedJoin{c: c, g: g, delay: g.rebalanceTimeout()}
+			g.join = d
+			c.parkJoin(g, d)
+			return
+		}
+		c.logger.Info("the leader did not rejoin; the oldest member that did leads", "group", g.id, "was", g.leader, "leader", next)
+		g.leader = next
 	}
 	g.generation++
 	if len(g.members) == 0 {
@@ -340,8 +357,9 @@ func (c *Coordinator) completeJoin(g *Group) {
 	c.logger.Info("stabilized group", "group", g.id, "generation", g.generation, "protocol", g.protocol,
 		"leader", g.leader, "members", len(g.members))
 	for _, m := range g.sortedMembers() {
-		resp := c.joinResponse(g, m)
-		c.answerJoin(g, m, resp)
+		if m.awaitingJoin != nil { // a static member that did not rejoin learns of the generation when it does
+			c.answerJoin(g, m, c.joinResponse(g, m))
+		}
 		m.isNew = false
 		c.scheduleHeartbeat(g, m, m.session)
 	}
