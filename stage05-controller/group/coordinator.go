@@ -35,6 +35,13 @@ type Config struct {
 	InitialRebalanceDelay time.Duration
 	// MaxSize is group.max.size (Integer.MAX_VALUE): members per group.
 	MaxSize int
+	// MaxRecordBytes is the largest batch __consumer_offsets takes: its
+	// max.message.bytes, which the topic inherits from the broker's
+	// message.max.bytes (1048588). A group's metadata record carries every
+	// member's protocol metadata, so it bounds what a group's members may
+	// hold (JoinGroup answers GROUP_MAX_SIZE_REACHED past it) and so what
+	// the coordinator keeps per group. 0 or less: no bound.
+	MaxRecordBytes int
 	// CommitTimeout is offsets.commit.timeout.ms (5 s): how long an offset
 	// commit or group write waits for the ISR (acks=all).
 	CommitTimeout time.Duration
@@ -56,7 +63,7 @@ type Config struct {
 // DefaultConfig returns Kafka's defaults.
 func DefaultConfig() Config {
 	return Config{Partitions: 50, MinSessionTimeout: 6 * time.Second, MaxSessionTimeout: 30 * time.Minute,
-		InitialRebalanceDelay: 3 * time.Second, MaxSize: 1<<31 - 1, CommitTimeout: 5 * time.Second,
+		InitialRebalanceDelay: 3 * time.Second, MaxSize: 1<<31 - 1, MaxRecordBytes: 1048588, CommitTimeout: 5 * time.Second,
 		MetadataMaxBytes: 4096, LoadBufferBytes: 5 << 20, OffsetsRetention: 7 * 24 * time.Hour, OffsetsRetentionCheck: 10 * time.Minute}
 }
 
@@ -413,6 +420,17 @@ func (c *Coordinator) unloaded(g *Group) {
 		}
 		c.clearHeartbeat(g, m)
 	}
+	// Nothing in the purgatories may keep the dropped group, members and
+	// all: the rebalance in progress is over, and its DelayedJoin
+	// completes now rather than at the rebalance timeout; so do the
+	// expiries of member ids handed out (MEMBER_ID_REQUIRED) rather than
+	// at their session timeout.
+	for id := range g.pending {
+		delete(g.pending, id)
+		key := memberKey(g.id, id)
+		g.later(func() { c.heartbeats.CheckAndComplete(key) })
+	}
+	g.join = nil
 	c.wakeJoin(g)
 }
 
@@ -491,17 +509,26 @@ func (c *Coordinator) snapshot() (groups []*Group, loading bool) {
 // store appends keys and values to the group's partition with acks=all
 // and calls done with the error code a client should get, on the
 // appender's goroutine and without the group's lock (Kafka's
-// GroupMetadataManager.appendForGroup and its error mapping).
+// GroupMetadataManager.appendForGroup, with storeOffsets' error mapping:
+// offset commits, and the tombstones of deletions and expiry).
 func (c *Coordinator) store(g *Group, keys, values [][]byte, done func(code int16)) {
-	batch := batchOf(c.now(), keys, values)
-	p := g.partition
-	g.later(func() {
-		c.out.Append(p, batch, c.cfg.CommitTimeout, func(code int16) { done(commitErrorCode(code)) })
-	})
+	c.appendBatch(g, batchOf(c.now(), keys, values), func(code int16) { done(commitErrorCode(code)) })
 }
 
-// commitErrorCode maps a produce error to what a group client can act
-// on, as Kafka does.
+// storeGroup appends the group's metadata record (groupValue), as store
+// does, with storeGroup's error mapping.
+func (c *Coordinator) storeGroup(g *Group, value []byte, done func(code int16)) {
+	batch := batchOf(c.now(), [][]byte{groupKey(g.id)}, [][]byte{value})
+	c.appendBatch(g, batch, func(code int16) { done(groupErrorCode(code)) })
+}
+
+func (c *Coordinator) appendBatch(g *Group, batch []byte, done func(code int16)) {
+	p := g.partition
+	g.later(func() { c.out.Append(p, batch, c.cfg.CommitTimeout, done) })
+}
+
+// commitErrorCode maps a produce error to what an offset commit's client
+// can act on, as Kafka does (storeOffsets).
 func commitErrorCode(code int16) int16 {
 	switch code {
 	case 0:
@@ -512,6 +539,26 @@ func commitErrorCode(code int16) int16 {
 		return kerr.NotCoordinator.Code
 	case kerr.MessageTooLarge.Code, kerr.RecordListTooLarge.Code, kerr.InvalidFetchSize.Code:
 		return kerr.InvalidCommitOffsetSize.Code
+	}
+	return kerr.UnknownServerError.Code
+}
+
+// groupErrorCode maps a produce error to what a SyncGroup or JoinGroup
+// client can act on, as Kafka's GroupMetadataManager.storeGroup does: a
+// timed-out write makes the group rebalance, and a record too large for
+// the topic (the leader's assignments, which no bound at JoinGroup can
+// foresee) is UNKNOWN_SERVER_ERROR: INVALID_COMMIT_OFFSET_SIZE names an
+// offset commit, and would mislead.
+func groupErrorCode(code int16) int16 {
+	switch code {
+	case 0:
+		return 0
+	case kerr.UnknownTopicOrPartition.Code, kerr.NotEnoughReplicas.Code, kerr.NotEnoughReplicasAfterAppend.Code:
+		return kerr.CoordinatorNotAvailable.Code
+	case kerr.NotLeaderForPartition.Code, kerr.KafkaStorageError.Code:
+		return kerr.NotCoordinator.Code
+	case kerr.RequestTimedOut.Code:
+		return kerr.RebalanceInProgress.Code
 	}
 	return kerr.UnknownServerError.Code
 }
