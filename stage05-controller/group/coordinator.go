@@ -35,6 +35,13 @@ type Config struct {
 	InitialRebalanceDelay time.Duration
 	// MaxSize is group.max.size (Integer.MAX_VALUE): members per group.
 	MaxSize int
+	// MaxRecordBytes is the largest batch __consumer_offsets takes: its
+	// max.message.bytes, which the topic inherits from the broker's
+	// message.max.bytes (1048588). A group's metadata record carries every
+	// member's protocol metadata, so it bounds what a group's members may
+	// hold (JoinGroup answers GROUP_MAX_SIZE_REACHED past it) and so what
+	// the coordinator keeps per group. 0 or less: no bound.
+	MaxRecordBytes int
 	// CommitTimeout is offsets.commit.timeout.ms (5 s): how long an offset
 	// commit or group write waits for the ISR (acks=all).
 	CommitTimeout time.Duration
@@ -56,7 +63,7 @@ type Config struct {
 // DefaultConfig returns Kafka's defaults.
 func DefaultConfig() Config {
 	return Config{Partitions: 50, MinSessionTimeout: 6 * time.Second, MaxSessionTimeout: 30 * time.Minute,
-		InitialRebalanceDelay: 3 * time.Second, MaxSize: 1<<31 - 1, CommitTimeout: 5 * time.Second,
+		InitialRebalanceDelay: 3 * time.Second, MaxSize: 1<<31 - 1, MaxRecordBytes: 1048588, CommitTimeout: 5 * time.Second,
 		MetadataMaxBytes: 4096, LoadBufferBytes: 5 << 20, OffsetsRetention: 7 * 24 * time.Hour, OffsetsRetentionCheck: 10 * time.Minute}
 }
 
@@ -80,10 +87,19 @@ type Options struct {
 	Now    func() time.Time // time.Now if nil
 }
 
-// ownership is this broker's hold on one partition of __consumer_offsets.
+// ownership is this broker's hold on one partition of __consumer_offsets,
+// from one Elected to the next Resigned: each load installs its groups
+// only into the ownership it was started for (compared by pointer), so a
+// load that outlived its leadership installs nothing. Its fields are
+// protected by Coordinator.mu.
 type ownership struct {
-	epoch   int32 // the leader epoch it was elected in
+	epoch   int32 // the newest leader epoch it was elected in
 	loading bool  // its groups are being read from the log
+	// failed: the load could not read the log; the partition answers
+	// NOT_COORDINATOR until an election in a newer epoch loads it again
+	// (Kafka's CoordinatorRuntime: LOADING -> FAILED, and FAILED ->
+	// LOADING on a newer epoch).
+	failed bool
 }
 
 // Coordinator is the group coordinator of one broker: it serves the groups
@@ -170,25 +186,38 @@ func (c *Coordinator) Partitions() int32 { return c.cfg.Partitions }
 // __consumer_offsets in leader epoch epoch, with log l: it reads the
 // partition's groups and offsets from the log on its own goroutine, and
 // answers COORDINATOR_LOAD_IN_PROGRESS for them until it is done (Kafka's
-// onElection and loadGroupsAndOffsets). A call for a partition it serves
-// already, in a newer leader epoch, only records the epoch.
+// onElection and loadGroupsAndOffsets). Every load ends in one of two
+// answers, never in loading for ever:
+//
+//	the log was read            the groups are served, even if newer
+//	                            elections (an ISR change bumps the
+//	                            epoch, same leader) came meanwhile
+//	reading the log failed      NOT_COORDINATOR, until an election in a
+//	                            newer epoch loads again
+//	Resigned came meanwhile     NOT_COORDINATOR at once; the load, when
+//	                            it ends, installs nothing
+//
+// A call for a partition it serves or loads already, in a newer leader
+// epoch, only records the epoch.
 func (c *Coordinator) Elected(p, epoch int32, l *commitlog.Log) {
 	c.mu.Lock()
 	if c.closed {
 		c.mu.Unlock()
 		return
 	}
-	if o := c.owned[p]; o != nil {
+	if o := c.owned[p]; o != nil && !(o.failed && epoch > o.epoch) {
 		// Already served (or loading): a new leader epoch with the same
 		// leader (the controller shrank or grew the ISR) changes nothing
 		// here, and a reload would replace the live groups, their
 		// rebalances and parked requests, with what the log holds (Kafka's
-		// addLoadingPartition skips an owned partition).
+		// addLoadingPartition skips an owned partition, and a load in
+		// progress goes on: "Already loading").
 		o.epoch = max(o.epoch, epoch)
 		c.mu.Unlock()
 		return
 	}
-	c.owned[p] = &ownership{epoch: epoch, loading: true}
+	o := &ownership{epoch: epoch, loading: true}
+	c.owned[p] = o
 	c.loads.Add(1)
 	c.mu.Unlock()
 	go func() {
@@ -196,15 +225,38 @@ func (c *Coordinator) Elected(p, epoch int32, l *commitlog.Log) {
 		start := c.now()
 		found, end, err := c.read(l)
 		if err != nil {
-			// The partition stays loading: Kafka's loader keeps the
-			// partition unavailable rather than serve groups half-read.
-			c.logger.Error("loading groups", "partition", p, "err", err)
+			// Kafka's old GroupMetadataManager logged the error and served
+			// whatever it had read; its CoordinatorRuntime (3.6+) fails
+			// the partition instead, and so does this: a group served
+			// half-read would hand consumers no committed offset (and
+			// auto.offset.reset) for partitions the log does hold.
+			c.failLoad(p, o, err)
 			return
 		}
-		n, offsets := c.install(p, epoch, found)
+		n, offsets, ok := c.install(p, o, found)
+		if !ok {
+			c.logger.Info("dropped a load: the partition was resigned meanwhile", "partition", p, "epoch", epoch)
+			return
+		}
 		c.logger.Info("loaded groups", "partition", p, "epoch", epoch, "groups", n, "offsets", offsets,
 			"log_end", end, "took", c.now().Sub(start).Round(time.Millisecond))
 	}()
+}
+
+// failLoad marks o failed after its load could not read the log, if this
+// broker still holds the partition through o.
+func (c *Coordinator) failLoad(p int32, o *ownership, err error) {
+	c.mu.Lock()
+	current := c.owned[p] == o && !c.closed
+	if current {
+		o.loading, o.failed = false, true
+	}
+	epoch := o.epoch
+	c.mu.Unlock()
+	if current {
+		c.logger.Error("loading groups failed: answering NOT_COORDINATOR until elected in a newer epoch",
+			"partition", p, "epoch", epoch, "err", err)
+	}
 }
 
 // read reads every record of a partition's log, from its start to its
@@ -262,10 +314,12 @@ func (c *Coordinator) read(l *commitlog.Log) (*loaded, int64, error) {
 	return found, end, nil
 }
 
-// install makes the loaded groups live, if this broker still owns the
-// partition in that epoch: a group with members is Stable, and each member
-// must heartbeat within its session timeout; one without is Empty.
-func (c *Coordinator) install(p, epoch int32, found *loaded) (groups, offsets int) {
+// install makes the loaded groups live, if this broker still holds the
+// partition through o (no Resigned came since the load began): a group
+// with members is Stable, and each member must heartbeat within its
+// session timeout; one without is Empty. ok is false when it installed
+// nothing.
+func (c *Coordinator) install(p int32, o *ownership, found *loaded) (groups, offsets int, ok bool) {
 	now := c.now()
 	built := map[string]*Group{}
 	for id, v := range found.groups {
@@ -305,14 +359,14 @@ func (c *Coordinator) install(p, epoch int32, found *loaded) (groups, offsets in
 		offsets += len(offs)
 	}
 	c.mu.Lock()
-	if o := c.owned[p]; o == nil || o.epoch != epoch || c.closed {
+	if c.owned[p] != o || c.closed {
 		c.mu.Unlock()
-		return 0, 0
+		return 0, 0, false
 	}
 	for _, g := range built {
 		c.groups[g.id] = g
 	}
-	c.owned[p].loading = false
+	o.loading = false
 	c.mu.Unlock()
 	for _, g := range built {
 		g.lock()
@@ -321,7 +375,7 @@ func (c *Coordinator) install(p, epoch int32, found *loaded) (groups, offsets in
 		}
 		g.unlock()
 	}
-	return len(built), offsets
+	return len(built), offsets, true
 }
 
 // Resigned tells the coordinator that this broker no longer leads
@@ -366,12 +420,23 @@ func (c *Coordinator) unloaded(g *Group) {
 		}
 		c.clearHeartbeat(g, m)
 	}
+	// Nothing in the purgatories may keep the dropped group, members and
+	// all: the rebalance in progress is over, and its DelayedJoin
+	// completes now rather than at the rebalance timeout; so do the
+	// expiries of member ids handed out (MEMBER_ID_REQUIRED) rather than
+	// at their session timeout.
+	for id := range g.pending {
+		delete(g.pending, id)
+		key := memberKey(g.id, id)
+		g.later(func() { c.heartbeats.CheckAndComplete(key) })
+	}
+	g.join = nil
 	c.wakeJoin(g)
 }
 
 // Owns reports this broker's hold on the partition of groupID: NONE when
 // it serves the group, COORDINATOR_LOAD_IN_PROGRESS while it loads the
-// partition, NOT_COORDINATOR when it does not lead it.
+// partition, NOT_COORDINATOR when it does not lead it or could not load it.
 func (c *Coordinator) Owns(groupID string) int16 {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
@@ -380,7 +445,7 @@ func (c *Coordinator) Owns(groupID string) int16 {
 
 func (c *Coordinator) ownsLocked(p int32) int16 {
 	switch o := c.owned[p]; {
-	case c.closed || o == nil:
+	case c.closed || o == nil || o.failed:
 		return kerr.NotCoordinator.Code
 	case o.loading:
 		return kerr.CoordinatorLoadInProgress.Code
@@ -444,17 +509,26 @@ func (c *Coordinator) snapshot() (groups []*Group, loading bool) {
 // store appends keys and values to the group's partition with acks=all
 // and calls done with the error code a client should get, on the
 // appender's goroutine and without the group's lock (Kafka's
-// GroupMetadataManager.appendForGroup and its error mapping).
+// GroupMetadataManager.appendForGroup, with storeOffsets' error mapping:
+// offset commits, and the tombstones of deletions and expiry).
 func (c *Coordinator) store(g *Group, keys, values [][]byte, done func(code int16)) {
-	batch := batchOf(c.now(), keys, values)
-	p := g.partition
-	g.later(func() {
-		c.out.Append(p, batch, c.cfg.CommitTimeout, func(code int16) { done(commitErrorCode(code)) })
-	})
+	c.appendBatch(g, batchOf(c.now(), keys, values), func(code int16) { done(commitErrorCode(code)) })
 }
 
-// commitErrorCode maps a produce error to what a group client can act
-// on, as Kafka does.
+// storeGroup appends the group's metadata record (groupValue), as store
+// does, with storeGroup's error mapping.
+func (c *Coordinator) storeGroup(g *Group, value []byte, done func(code int16)) {
+	batch := batchOf(c.now(), [][]byte{groupKey(g.id)}, [][]byte{value})
+	c.appendBatch(g, batch, func(code int16) { done(groupErrorCode(code)) })
+}
+
+func (c *Coordinator) appendBatch(g *Group, batch []byte, done func(code int16)) {
+	p := g.partition
+	g.later(func() { c.out.Append(p, batch, c.cfg.CommitTimeout, done) })
+}
+
+// commitErrorCode maps a produce error to what an offset commit's client
+// can act on, as Kafka does (storeOffsets).
 func commitErrorCode(code int16) int16 {
 	switch code {
 	case 0:
@@ -465,6 +539,26 @@ func commitErrorCode(code int16) int16 {
 		return kerr.NotCoordinator.Code
 	case kerr.MessageTooLarge.Code, kerr.RecordListTooLarge.Code, kerr.InvalidFetchSize.Code:
 		return kerr.InvalidCommitOffsetSize.Code
+	}
+	return kerr.UnknownServerError.Code
+}
+
+// groupErrorCode maps a produce error to what a SyncGroup or JoinGroup
+// client can act on, as Kafka's GroupMetadataManager.storeGroup does: a
+// timed-out write makes the group rebalance, and a record too large for
+// the topic (the leader's assignments, which no bound at JoinGroup can
+// foresee) is UNKNOWN_SERVER_ERROR: INVALID_COMMIT_OFFSET_SIZE names an
+// offset commit, and would mislead.
+func groupErrorCode(code int16) int16 {
+	switch code {
+	case 0:
+		return 0
+	case kerr.UnknownTopicOrPartition.Code, kerr.NotEnoughReplicas.Code, kerr.NotEnoughReplicasAfterAppend.Code:
+		return kerr.CoordinatorNotAvailable.Code
+	case kerr.NotLeaderForPartition.Code, kerr.KafkaStorageError.Code:
+		return kerr.NotCoordinator.Code
+	case kerr.RequestTimedOut.Code:
+		return kerr.RebalanceInProgress.Code
 	}
 	return kerr.UnknownServerError.Code
 }

@@ -101,6 +101,19 @@ func (m *member) matches(protos []protocol) bool {
 	})
 }
 
+// metadataBytes is what the member's protocols' metadata take: what the
+// coordinator holds for it (the bytes of its JoinGroup request, which kmsg
+// decodes without copying: one copy, not one per use).
+func (m *member) metadataBytes() int { return protocolBytes(m.protocols) }
+
+func protocolBytes(protos []protocol) int {
+	n := 0
+	for _, p := range protos {
+		n += len(p.metadata)
+	}
+	return n
+}
+
 // metadata is the member's metadata for protocol name.
 func (m *member) metadata(name string) []byte {
 	for _, p := range m.protocols {
@@ -217,6 +230,12 @@ func (g *Group) remove(id string) {
 	if m.instanceID != nil && g.static[*m.instanceID] == id {
 		delete(g.static, *m.instanceID)
 	}
+	if len(g.members) == 0 {
+		// A Go map keeps its buckets when emptied: a group that had
+		// thousands of members would hold them for as long as it lives
+		// (offsets.retention.ms after it empties).
+		g.members, g.static = map[string]*member{}, map[string]string{}
+	}
 	if g.leader == id {
 		g.leader = g.oldest(func(*member) bool { return true })
 	}
@@ -303,6 +322,15 @@ func (g *Group) allJoined() bool {
 		}
 	}
 	return true
+}
+
+// metadataBytes is what the protocol metadata of all the members take.
+func (g *Group) metadataBytes() int {
+	n := 0
+	for _, m := range g.members {
+		n += m.metadataBytes()
+	}
+	return n
 }
 
 // rebalanceTimeout is the longest rebalance timeout of the members: how

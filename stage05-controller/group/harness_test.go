@@ -161,6 +161,7 @@ type member struct {
 	session  time.Duration
 	rebal    time.Duration
 	topics   []string // its subscription (ConsumerMemberMetadata)
+	metadata []byte   // its protocol metadata instead of the subscription, if not nil
 }
 
 func newMember() *member {
@@ -190,6 +191,9 @@ func joinRequest(groupID string, m *member) group.JoinRequest {
 	req.ProtocolType = "consumer"
 	p := kmsg.NewJoinGroupRequestProtocol()
 	p.Name, p.Metadata = "range", subscription(m.topics...)
+	if m.metadata != nil {
+		p.Metadata = m.metadata
+	}
 	req.Protocols = []kmsg.JoinGroupRequestProtocol{p}
 	return group.JoinRequest{JoinGroupRequest: req, ClientID: "client", ClientHost: "/127.0.0.1"}
 }

@@ -51,6 +51,10 @@ func (c *Coordinator) JoinGroup(req JoinRequest, respond func(*kmsg.JoinGroupRes
 		respond(joinError(req.MemberID, kerr.InconsistentGroupProtocol.Code))
 		return
 	}
+	if code := c.checkRecordBound(g, req.MemberID, req.InstanceID, protos); code != 0 {
+		respond(joinError("", code))
+		return
+	}
 	m := &member{instanceID: req.InstanceID, clientID: req.ClientID, clientHost: req.ClientHost, rebalance: rebalance,
 		session: session, protoType: req.ProtocolType, protocols: protos}
 	if req.MemberID == "" {
@@ -59,6 +63,48 @@ func (c *Coordinator) JoinGroup(req JoinRequest, respond func(*kmsg.JoinGroupRes
 		m.id = req.MemberID
 		c.joinKnown(g, m, respond)
 	}
+}
+
+// checkRecordBound refuses a JoinGroup whose protocol metadata would take
+// the group's members' total past Config.MaxRecordBytes. The group's
+// metadata record carries every member's metadata and must fit one batch
+// of __consumer_offsets (max.message.bytes); past it Kafka accepts the
+// join and fails later, at every SyncGroup (UNKNOWN_SERVER_ERROR), while
+// holding whatever the members sent. The refusal is Kafka's for a group
+// that cannot take the member, GROUP_MAX_SIZE_REACHED (acceptJoiningMember),
+// which the Java consumer reports to the application
+// (GroupMaxSizeReachedException) rather than retrying; as in Kafka, a
+// known member refused leaves the group. The bound counts all of a
+// member's protocols, what the coordinator holds; the record takes one of
+// them per member, plus the assignments.
+func (c *Coordinator) checkRecordBound(g *Group, memberID string, instanceID *string, protos []protocol) int16 {
+	if c.cfg.MaxRecordBytes <= 0 {
+		return 0
+	}
+	var replaced *member
+	switch {
+	case memberID != "":
+		replaced = g.members[memberID]
+	case instanceID != nil:
+		replaced = g.members[g.static[*instanceID]]
+	}
+	total := g.metadataBytes() + protocolBytes(protos)
+	if replaced != nil {
+		total -= replaced.metadataBytes()
+	}
+	if total <= c.cfg.MaxRecordBytes {
+		return 0
+	}
+	c.logger.Warn("refusing a JoinGroup: the group's protocol metadata would not fit a record of "+Topic,
+		"group", g.id, "member", memberID, "bytes", total, "max", c.cfg.MaxRecordBytes)
+	switch {
+	case g.pending[memberID]:
+		delete(g.pending, memberID)
+		c.wakeJoin(g)
+	case replaced != nil && memberID != "" && g.checkMember(memberID, instanceID) == 0:
+		c.removeMember(g, replaced, "asked for more protocol metadata than the group's record can hold")
+	}
+	return kerr.GroupMaxSizeReached.Code
 }
 
 // newMemberID is Kafka's member id: the client id, a dash and a UUID.
@@ -128,7 +174,7 @@ func (c *Coordinator) joinStatic(g *Group, m *member, respond func(*kmsg.JoinGro
 	// fails, the old member id is put back (and is fenced no more).
 	gen, proto, leader, protoType := g.generation, g.protocol, g.leader, g.protoType
 	c.scheduleHeartbeat(g, m, m.session)
-	c.store(g, [][]byte{groupKey(g.id)}, [][]byte{groupValue(g, nil)}, func(code int16) {
+	c.storeGroup(g, groupValue(g, nil), func(code int16) {
 		resp := joinError(m.id, code)
 		if code == 0 {
 			resp.Generation, resp.Protocol, resp.ProtocolType, resp.LeaderID = gen, &proto, &protoType, leader
@@ -278,12 +324,12 @@ type delayedJoin struct {
 }
 
 func (d *delayedJoin) TryComplete() bool {
-	if d.initial {
-		return false
-	}
 	d.g.lock()
 	defer d.g.unlock()
-	return d.g.join != d || d.g.allJoined()
+	if d.g.join != d { // replaced, or the group was unloaded
+		return true
+	}
+	return !d.initial && d.g.allJoined()
 }
 
 func (d *delayedJoin) OnComplete() {
@@ -307,28 +353,45 @@ func (d *delayedJoin) OnComplete() {
 
 func (d *delayedJoin) OnExpiration() {}
 
-// completeJoin ends the join phase (Kafka's onCompleteJoin): members that
-// did not rejoin are removed (a leader among them hands the role to the
-// oldest member that did), the generation advances, and every member gets
-// its JoinGroup answer: the leader with the member list, to compute the
-// assignment.
+// completeJoin ends the join phase (Kafka's onCompleteJoin): dynamic
+// members that did not rejoin are removed; static ones (KIP-345) stay,
+// since only their session timeout or a LeaveGroup with their
+// group.instance.id removes them. A leader that did not rejoin hands the
+// role to the oldest member that did; if none did (only absent static
+// members are left), the join phase waits another rebalance timeout, as
+// Kafka's does. Otherwise the generation advances and every member that
+// waits gets its JoinGroup answer: the leader with the member list, to
+// compute the assignment.
 func (c *Coordinator) completeJoin(g *Group) {
 	// exercise 05.4: end a rebalance's join phase: the next generation, and the leader gets the members
-	// hint: remove (clearHeartbeat, g.remove) every member whose awaitingJoin is nil, in join order (g.sortedMembers), so that a leader who did not rejoin hands over to the oldest that did; g.generation++; no member left: g.protocol "", transition to Empty, and c.store the empty group (groupKey, groupValue(g, nil)); otherwise g.selectProtocol(), transition to CompletingRebalance, and answer every member (c.answerJoin with c.joinResponse), no longer new, its session timer started (c.scheduleHeartbeat)
-	// tests: TestJoinGroupAsksForMemberIDThenCompletesAloneWithGenerationOne, TestFirstMemberLeadsAndFollowersSyncGroupWaitsForTheLeaders, TestMemberNotRejoiningWithinRebalanceTimeoutIsRemoved, TestAJoinedMemberThatNeverSyncsExpiresAndLeavesTheGroupEmpty, TestAFollowerWaitingForTheLeadersSyncGroupOutlivesItsSessionTimeout
+	// hint: remove (clearHeartbeat, g.remove) every dynamic member (instanceID nil) whose awaitingJoin is nil, in join order (g.sortedMembers); a static one stays (KIP-345); if members are left and the leader did not rejoin, the oldest that did leads (g.oldest), and if none did, park another delayedJoin of g.rebalanceTimeout() (g.join, c.parkJoin) and return; g.generation++; no member left: g.protocol "", transition to Empty, and c.storeGroup the empty group (groupValue(g, nil)); otherwise g.selectProtocol(), transition to CompletingRebalance, and answer every member that waits (c.answerJoin with c.joinResponse); every member, no longer new, gets its session timer started (c.scheduleHeartbeat)
+	// tests: TestJoinGroupAsksForMemberIDThenCompletesAloneWithGenerationOne, TestFirstMemberLeadsAndFollowersSyncGroupWaitsForTheLeaders, TestMemberNotRejoiningWithinRebalanceTimeoutIsRemoved, TestAJoinedMemberThatNeverSyncsExpiresAndLeavesTheGroupEmpty, TestAFollowerWaitingForTheLeadersSyncGroupOutlivesItsSessionTimeout, TestAStaticMemberThatDoesNotRejoinInTimeStaysInTheGroup, TestAStaticLeaderThatDoesNotRejoinHandsLeadershipToAJoinedMember, TestAJoinPhaseWhereOnlyAbsentStaticMembersRemainWaitsForThem
 	for _, m := range g.sortedMembers() {
-		if m.awaitingJoin == nil {
-			c.logger.Info("removing a member that did not rejoin in time", "group", g.id, "member", m.id)
+		if m.awaitingJoin == nil && m.instanceID == nil {
+			c.logger.Info("removing a dynamic member that did not rejoin in time", "group", g.id, "member", m.id)
 			c.clearHeartbeat(g, m)
 			g.remove(m.id)
 		}
+	}
+	if leader := g.members[g.leader]; leader != nil && leader.awaitingJoin == nil {
+		next := g.oldest(func(m *member) bool { return m.awaitingJoin != nil })
+		if next == "" {
+			c.logger.Warn("could not complete the rebalance: no member rejoined; waiting another rebalance timeout",
+				"group", g.id, "generation", g.generation, "static_members", len(g.members))
+			d := &delayedJoin{c: c, g: g, delay: g.rebalanceTimeout()}
+			g.join = d
+			c.parkJoin(g, d)
+			return
+		}
+		c.logger.Info("the leader did not rejoin; the oldest member that did leads", "group", g.id, "was", g.leader, "leader", next)
+		g.leader = next
 	}
 	g.generation++
 	if len(g.members) == 0 {
 		g.protocol = ""
 		g.transition(Empty, c.now())
 		c.logger.Info("group is empty", "group", g.id, "generation", g.generation)
-		c.store(g, [][]byte{groupKey(g.id)}, [][]byte{groupValue(g, nil)}, func(code int16) {
+		c.storeGroup(g, groupValue(g, nil), func(code int16) {
 			if code != 0 {
 				c.logger.Warn("storing an empty group", "group", g.id, "code", code)
 			}
@@ -340,8 +403,9 @@ func (c *Coordinator) completeJoin(g *Group) {
 	c.logger.Info("stabilized group", "group", g.id, "generation", g.generation, "protocol", g.protocol,
 		"leader", g.leader, "members", len(g.members))
 	for _, m := range g.sortedMembers() {
-		resp := c.joinResponse(g, m)
-		c.answerJoin(g, m, resp)
+		if m.awaitingJoin != nil { // a static member that did not rejoin learns of the generation when it does
+			c.answerJoin(g, m, c.joinResponse(g, m))
+		}
 		m.isNew = false
 		c.scheduleHeartbeat(g, m, m.session)
 	}
@@ -433,7 +497,7 @@ func (c *Coordinator) SyncGroup(req *kmsg.SyncGroupRequest, respond func(*kmsg.S
 			return
 		}
 		// exercise 05.5: store the leader's assignment, then give every member its part
-		// hint: keep req.GroupAssignment's entries for current members, and an empty one ([]byte{}) for any member it leaves out; c.store(g, groupKey, groupValue(g, assignments), done) appends them to __consumer_offsets, and only in done (under g.lock, and only if the group is still CompletingRebalance at this generation) are they applied: on an error every parked SyncGroup gets it and the group rebalances (c.maybeRebalance); on success set each member's assignment, transition to Stable, and answer the parked SyncGroups (c.answerSync, c.syncResponse) and restart their session timers
+		// hint: keep req.GroupAssignment's entries for current members, and an empty one ([]byte{}) for any member it leaves out; c.storeGroup(g, groupValue(g, assignments), done) appends them to __consumer_offsets, and only in done (under g.lock, and only if the group is still CompletingRebalance at this generation) are they applied: on an error every parked SyncGroup gets it and the group rebalances (c.maybeRebalance); on success set each member's assignment, transition to Stable, and answer the parked SyncGroups (c.answerSync, c.syncResponse) and restart their session timers
 		// tests: TestJoinGroupAsksForMemberIDThenCompletesAloneWithGenerationOne, TestFirstMemberLeadsAndFollowersSyncGroupWaitsForTheLeaders, TestSyncGroupWhoseAppendFailsRebalances
 		assignments := map[string][]byte{}
 		for _, a := range req.GroupAssignment {
@@ -447,7 +511,7 @@ func (c *Coordinator) SyncGroup(req *kmsg.SyncGroupRequest, respond func(*kmsg.S
 			}
 		}
 		gen := g.generation
-		c.store(g, [][]byte{groupKey(g.id)}, [][]byte{groupValue(g, assignments)}, func(code int16) {
+		c.storeGroup(g, groupValue(g, assignments), func(code int16) {
 			g.lock()
 			defer g.unlock()
 			if !g.is(CompletingRebalance) || g.generation != gen {

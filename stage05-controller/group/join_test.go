@@ -309,6 +309,31 @@ func TestSyncGroupWhoseAppendFailsRebalances(t *testing.T) {
 	h.w.failWith(0)
 }
 
+// A group's metadata record is written with Kafka's storeGroup error
+// mapping, not the offset commits' one: a record too large for
+// __consumer_offsets (the leader's assignments past max.message.bytes)
+// answers UNKNOWN_SERVER_ERROR, not INVALID_COMMIT_OFFSET_SIZE (an offset
+// commit's error), and a write that timed out REBALANCE_IN_PROGRESS.
+func TestSyncGroupWhoseRecordIsRefusedAnswersKafkasStoreGroupErrors(t *testing.T) {
+	h := newHarness(t, nil)
+	c := h.coordinator(1)
+	m := newMember()
+	getID(t, c, testGroup, m)
+	for produce, want := range map[int16]int16{
+		kerr.MessageTooLarge.Code:    kerr.UnknownServerError.Code,
+		kerr.RecordListTooLarge.Code: kerr.UnknownServerError.Code,
+		kerr.RequestTimedOut.Code:    kerr.RebalanceInProgress.Code,
+		kerr.NotEnoughReplicas.Code:  kerr.CoordinatorNotAvailable.Code,
+	} {
+		r := join(t, c, testGroup, m)
+		require.Zero(t, r.ErrorCode, code(r.ErrorCode))
+		h.w.failWith(produce)
+		got := await(t, syncAsync(c, testGroup, m, assignAll(m))).ErrorCode
+		h.w.failWith(0)
+		require.Equal(t, code(want), code(got), "the append failed with %s", code(produce))
+	}
+}
+
 // A member may join only with the group's protocol type and a protocol
 // every member supports; group.max.size bounds the members, counting the
 // member ids handed out with MEMBER_ID_REQUIRED.

@@ -9,6 +9,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/kafkaworkbook/workbook/stage01-log/commitlog"
 	"github.com/kafkaworkbook/workbook/stage05-controller/group"
 )
 
@@ -189,4 +190,85 @@ func TestLoadingReadsBatchesLargerThanTheLoadBuffer(t *testing.T) {
 	c2 := h.coordinator(2)
 	require.Equal(t, many, committed(t, c2, "simple"))
 	require.Equal(t, offsets{"t2": {0: 1}}, committed(t, c2, "other"))
+}
+
+// Every load ends in serving the partition or in NOT_COORDINATOR, never in
+// COORDINATOR_LOAD_IN_PROGRESS for ever. Here the controller bumps the
+// partition's leader epoch (an ISR change, same leader) while the
+// coordinator reads the log: the load already running belongs to this
+// leadership and must be installed when it ends, as Kafka's
+// addLoadingPartition lets the running load finish ("Already loading")
+// and its finally block marks the partition owned.
+func TestANewerEpochDuringALoadStillServesThePartition(t *testing.T) {
+	h := newHarness(t, nil)
+	c1 := h.coordinator(1)
+	commit(t, c1, "simple", nil, offsets{"t1": {0: 5}}, "")
+	c1.Resigned(0)
+
+	gate := newLoadGate()
+	c2 := h.coordinatorWith(group.Options{Now: gate.now})
+	c2.Elected(0, 2, h.log)
+	await(t, gate.reached)
+	c2.Elected(0, 3, h.log) // the ISR shrank while the load ran
+	require.Equal(t, code(kerr.CoordinatorLoadInProgress.Code), code(c2.Owns(testGroup)))
+	gate.release()
+
+	require.Eventually(t, func() bool { return c2.Owns(testGroup) == 0 }, waitFor, tick,
+		"still %s after the load ended: the load of epoch 2 was dropped because the epoch moved to 3", code(c2.Owns(testGroup)))
+	require.Equal(t, offsets{"t1": {0: 5}}, committed(t, c2, "simple"))
+}
+
+// A load that cannot read the log (here: the log was closed under it)
+// gives the partition up, as Kafka's CoordinatorRuntime does (a failed
+// load moves the partition to FAILED, whose requests answer
+// NOT_COORDINATOR): its clients look for the coordinator again instead of
+// retrying COORDINATOR_LOAD_IN_PROGRESS for ever. An election in the same
+// epoch changes nothing; one in a newer epoch loads again, and serves.
+func TestALoadThatCannotReadTheLogAnswersNotCoordinatorUntilANewerElection(t *testing.T) {
+	h := newHarness(t, nil)
+	c1 := h.coordinator(1)
+	commit(t, c1, "simple", nil, offsets{"t1": {0: 5}}, "")
+	c1.Resigned(0)
+	require.NoError(t, h.log.Close())
+
+	c2 := h.coordinatorWith(group.Options{})
+	c2.Elected(0, 2, h.log)
+	notCoordinator := code(kerr.NotCoordinator.Code)
+	require.Eventually(t, func() bool { return code(c2.Owns(testGroup)) == notCoordinator }, waitFor, tick,
+		"after a failed load: %s", code(c2.Owns(testGroup)))
+	require.Equal(t, notCoordinator, code(join(t, c2, testGroup, newMember()).ErrorCode))
+	require.Equal(t, notCoordinator, code(commit(t, c2, "simple", nil, offsets{"t1": {0: 6}}, "")["t1"][0]))
+	require.Zero(t, c2.ListGroups(kmsg.NewPtrListGroupsRequest()).ErrorCode, "a failed partition is not loading")
+	c2.Elected(0, 2, h.log)
+	require.Equal(t, notCoordinator, code(c2.Owns(testGroup)), "the same epoch does not load again")
+
+	reopened, err := commitlog.Open(h.log.Dir(), commitlog.DefaultConfig(), commitlog.Options{})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = reopened.Close() })
+	h.w.log = reopened
+	c2.Elected(0, 3, reopened)
+	h.waitLoaded(c2)
+	require.Equal(t, offsets{"t1": {0: 5}}, committed(t, c2, "simple"))
+}
+
+// Losing the partition while it loads (Kafka's removeGroupsAndOffsets
+// removes the loading mark) answers NOT_COORDINATOR at once, and the load,
+// when it ends, installs nothing; elected again meanwhile, the newer load
+// serves.
+func TestResignedDuringALoadAnswersNotCoordinatorAndANewElectionServes(t *testing.T) {
+	h := newHarness(t, nil)
+	c1 := h.coordinator(1)
+	commit(t, c1, "simple", nil, offsets{"t1": {0: 5}}, "")
+	c1.Resigned(0)
+
+	gate := newLoadGate()
+	c2 := h.coordinatorWith(group.Options{Now: gate.now})
+	c2.Elected(0, 2, h.log)
+	await(t, gate.reached)
+	c2.Resigned(0)
+	require.Equal(t, code(kerr.NotCoordinator.Code), code(c2.Owns(testGroup)))
+	gate.release()
+	c2.Elected(0, 3, h.log)
+	h.waitLoaded(c2)
+	require.Equal(t, offsets{"t1": {0: 5}}, committed(t, c2, "simple"))
 }

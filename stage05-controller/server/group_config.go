@@ -27,9 +27,13 @@ var groupKeys = []string{KeyOffsetsTopicPartitions, KeyOffsetsTopicReplicationFa
 	KeyOffsetsCommitTimeout, KeyOffsetsLoadBufferSize, KeyOffsetMetadataMaxBytes, KeyGroupMinSessionTimeout,
 	KeyGroupMaxSessionTimeout, KeyGroupInitialRebalanceDelay, KeyGroupMaxSize, KeyOffsetsRetention, KeyOffsetsRetentionCheck}
 
-// parseGroupConfig reads the coordinator's keys into cfg.
+// parseGroupConfig reads the coordinator's keys into cfg. cfg.Broker is
+// read already: the largest group record is message.max.bytes, which
+// __consumer_offsets inherits (createOffsetsTopic sets no
+// max.message.bytes, and the broker checks message.max.bytes only).
 func parseGroupConfig(props map[string]string, cfg *Config) error {
 	cfg.Group, cfg.OffsetsReplicationFactor, cfg.OffsetsSegmentBytes = group.DefaultConfig(), 3, 100<<20
+	cfg.Group.MaxRecordBytes = int(cfg.Broker.MessageMaxBytes)
 	ms := func(d *time.Duration) func(int64) { return func(v int64) { *d = time.Duration(v) * time.Millisecond } }
 	for _, k := range []struct {
 		key string

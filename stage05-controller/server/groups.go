@@ -68,8 +68,71 @@ func (s *Server) handleJoinGroup(r *broker.Request) {
 	s.Groups.JoinGroup(jr, func(resp *kmsg.JoinGroupResponse) { r.Respond(resp) })
 }
 
+// handleOffsetCommit checks each partition against the metadata cache
+// before the coordinator sees it, as Kafka's
+// KafkaApis.handleOffsetCommitRequest does (metadataCache.contains): a
+// commit for a topic or partition that does not exist answers
+// UNKNOWN_TOPIC_OR_PARTITION and is not stored, so that the offsets topic
+// does not collect commits for topics that never were (a typo, a topic
+// deleted). The rest go to the coordinator; when none is left, Kafka
+// answers without asking it.
 func (s *Server) handleOffsetCommit(r *broker.Request) {
-	s.Groups.OffsetCommit(r.Body.(*kmsg.OffsetCommitRequest), func(resp *kmsg.OffsetCommitResponse) { r.Respond(resp) })
+	req := r.Body.(*kmsg.OffsetCommitRequest)
+	known := *req
+	known.Topics = nil
+	unknown := map[string]map[int32]bool{}
+	for _, t := range req.Topics {
+		parts := s.Metadata.Partitions(t.Topic)
+		kt := t
+		kt.Partitions = nil
+		for _, p := range t.Partitions {
+			if _, ok := parts[p.Partition]; ok {
+				kt.Partitions = append(kt.Partitions, p)
+				continue
+			}
+			if unknown[t.Topic] == nil {
+				unknown[t.Topic] = map[int32]bool{}
+			}
+			unknown[t.Topic][p.Partition] = true
+		}
+		if len(kt.Partitions) > 0 {
+			known.Topics = append(known.Topics, kt)
+		}
+	}
+	if len(unknown) == 0 {
+		s.Groups.OffsetCommit(req, func(resp *kmsg.OffsetCommitResponse) { r.Respond(resp) })
+		return
+	}
+	answer := func(stored *kmsg.OffsetCommitResponse) {
+		codes := map[string]map[int32]int16{}
+		for _, t := range stored.Topics {
+			codes[t.Topic] = map[int32]int16{}
+			for _, p := range t.Partitions {
+				codes[t.Topic][p.Partition] = p.ErrorCode
+			}
+		}
+		resp := kmsg.NewPtrOffsetCommitResponse()
+		resp.ThrottleMillis = stored.ThrottleMillis
+		for _, t := range req.Topics { // in the request's order
+			rt := kmsg.NewOffsetCommitResponseTopic()
+			rt.Topic = t.Topic
+			for _, p := range t.Partitions {
+				rp := kmsg.NewOffsetCommitResponseTopicPartition()
+				rp.Partition, rp.ErrorCode = p.Partition, codes[t.Topic][p.Partition]
+				if unknown[t.Topic][p.Partition] {
+					rp.ErrorCode = kerr.UnknownTopicOrPartition.Code
+				}
+				rt.Partitions = append(rt.Partitions, rp)
+			}
+			resp.Topics = append(resp.Topics, rt)
+		}
+		r.Respond(resp)
+	}
+	if len(known.Topics) == 0 {
+		answer(kmsg.NewPtrOffsetCommitResponse())
+		return
+	}
+	s.Groups.OffsetCommit(&known, answer)
 }
 
 // FindCoordinator (key 10), v0-v4: the coordinator of a group is the
