@@ -213,7 +213,7 @@ func resolveBrokerID(props map[string]string, cfg Config, logger *slog.Logger) (
 	connect := strings.TrimSpace(props[s5.KeyZookeeperConnect])
 	if connect == "" {
 		return 0, "", &commitlog.ConfigError{Key: s5.KeyZookeeperConnect, Value: "",
-			Reason: "required: the ZooKeeper ensemble, host:port[,host:port...]"}
+			Reason: "required: the ZooKeeper ensemble, host:port[,host:port...][/chroot]"}
 	}
 	zk, err := kafkazk.Connect(connect, kafkazk.Options{SessionTimeout: kafkazk.DefaultSessionTimeout,
 		ConnectionTimeout: kafkazk.DefaultSessionTimeout, Logger: logger.With("component", "zookeeper")})

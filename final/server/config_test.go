@@ -15,6 +15,7 @@ import (
 	"github.com/kafkaworkbook/workbook/final/server"
 	"github.com/kafkaworkbook/workbook/stage01-log/commitlog"
 	"github.com/kafkaworkbook/workbook/stage02-reactor/store"
+	"github.com/kafkaworkbook/workbook/stage05-controller/kafkazk"
 	"github.com/kafkaworkbook/workbook/stage05-controller/zktest"
 )
 
@@ -90,6 +91,35 @@ func TestBrokerIDGeneratedFromZooKeeper(t *testing.T) {
 		require.False(t, seen[id], "id %d generated twice", id)
 		seen[id] = true
 	}
+}
+
+// TestBrokerIDIsGeneratedUnderTheChroot: with a chroot in
+// zookeeper.connect (host:port/chroot, as the sample shows; refused before)
+// a broker without broker.id gets its id from the chroot's /brokers/seqid,
+// creating the chroot, and a cluster on another chroot counts its own.
+func TestBrokerIDIsGeneratedUnderTheChroot(t *testing.T) {
+	ens := zktest.StartStandalone(t)
+	connect := strings.Join(ens.Addrs(), ",")
+	for _, tt := range []struct {
+		chroot string
+		id     int32
+	}{{"/kafka/orders", 1001}, {"/kafka/orders", 1002}, {"/kafka/payments", 1001}} {
+		cfg, err := server.LoadConfig(map[string]string{"log.dirs": t.TempDir(), "zookeeper.connect": connect + tt.chroot}, quiet)
+		require.NoError(t, err, tt.chroot)
+		require.Equal(t, "zookeeper", cfg.BrokerIDSource)
+		require.Equal(t, tt.id, cfg.Broker.BrokerID, "a broker of %s", tt.chroot)
+	}
+	zk, err := kafkazk.Connect(connect, kafkazk.Options{Logger: quiet})
+	require.NoError(t, err)
+	defer zk.Close()
+	for _, p := range []string{"/kafka/orders" + kafkazk.SeqIDPath, "/kafka/payments" + kafkazk.SeqIDPath} {
+		ok, _, err := zk.Conn().Exists(p)
+		require.NoError(t, err)
+		require.True(t, ok, p)
+	}
+	ok, _, err := zk.Conn().Exists(kafkazk.SeqIDPath)
+	require.NoError(t, err)
+	require.False(t, ok, "nothing at the ensemble's root")
 }
 
 // sampleLine is a key=value line of the sample file, commented or not.

@@ -28,15 +28,12 @@ var createTopicsAPI = API{Key: 19, MinVersion: 0, MaxVersion: 5, Handle: handleC
 func handleCreateTopics(r *Request) {
 	req := r.Body.(*kmsg.CreateTopicsRequest)
 	resp := kmsg.NewPtrCreateTopicsResponse()
-	named := map[string]int{} // not sized by the request: a million copies of one name are one entry
-	for _, rt := range req.Topics {
-		named[rt.Topic]++
-	}
+	duplicates := DuplicateTopics(req)
 	for _, rt := range req.Topics {
 		st := kmsg.CreateTopicsResponseTopic{Topic: rt.Topic, NumPartitions: -1, ReplicationFactor: -1}
 		code, msg := int16(0), ""
-		if n := named[rt.Topic]; n > 1 {
-			code, msg = kerrInvalidRequest, fmt.Sprintf("the request names topic %q %d times", rt.Topic, n)
+		if dup, ok := duplicates[rt.Topic]; ok {
+			code, msg = kerrInvalidRequest, dup
 		} else {
 			code, msg = r.Broker.createTopic(r.Header.APIVersion, &rt, req.ValidateOnly, &st)
 		}
@@ -46,6 +43,25 @@ func handleCreateTopics(r *Request) {
 		resp.Topics = append(resp.Topics, st)
 	}
 	r.Respond(resp)
+}
+
+// DuplicateTopics returns the topics a CreateTopics request names more
+// than once, each with the message every one of its entries is answered
+// with, under INVALID_REQUEST: as Kafka does, neither entry is created
+// (KafkaApis.handleCreateTopicsRequest). Stage 05's CreateTopics answers
+// duplicates with it too.
+func DuplicateTopics(req *kmsg.CreateTopicsRequest) map[string]string {
+	named := map[string]int{} // not sized by the request: a million copies of one name are one entry
+	for _, rt := range req.Topics {
+		named[rt.Topic]++
+	}
+	out := map[string]string{}
+	for name, n := range named {
+		if n > 1 {
+			out[name] = fmt.Sprintf("the request names topic %q %d times", name, n)
+		}
+	}
+	return out
 }
 
 func (b *Broker) createTopic(version int16, rt *kmsg.CreateTopicsRequestTopic, validateOnly bool, st *kmsg.CreateTopicsResponseTopic) (int16, string) {

@@ -5,17 +5,21 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kafkaworkbook/workbook/stage02-reactor/broker"
+	"github.com/kafkaworkbook/workbook/stage02-reactor/store"
 )
 
 // Metadata (key 3), v1-v12, answered from the metadata cache that the
 // controller's UpdateMetadata requests fill: every broker knows every
 // partition's leader, so a client may ask any broker. The brokers are
 // listed at their addresses on the listener the request came in on
-// (listeners.go). There is no automatic topic creation: only the
-// controller creates topics (stage 05). From v10 each topic carries its id
-// as the controller sent it (the zero id when it sent none), and a v12
-// request may name topics by id: an id the cache cannot name answers
-// UNKNOWN_TOPIC_ID (metadata_topic_ids.go).
+// (listeners.go). A topic the cache does not know is answered
+// UNKNOWN_TOPIC_OR_PARTITION, or INVALID_TOPIC_EXCEPTION if its name is
+// not a legal one, as in Kafka. There is no automatic topic creation
+// here: topics live in ZooKeeper from stage 05, which completes this
+// answer (MetadataResponse) with the topics it creates. From v10 each
+// topic carries its id as the controller sent it (the zero id when it
+// sent none), and a v12 request may name topics by id: an id the cache
+// cannot name answers UNKNOWN_TOPIC_ID (metadata_topic_ids.go).
 func (s *Server) metadataAPI() broker.API {
 	return broker.API{Key: 3, MinVersion: 1, MaxVersion: 12, Handle: s.handleMetadata}
 }
@@ -29,7 +33,11 @@ func IsInternalTopic(name string) bool {
 	return name == "__consumer_offsets" || name == "__transaction_state"
 }
 
-func (s *Server) handleMetadata(r *broker.Request) {
+func (s *Server) handleMetadata(r *broker.Request) { r.Respond(s.MetadataResponse(r)) }
+
+// MetadataResponse is the answer to the Metadata request r from this
+// broker's cache, for a later stage to complete before it responds.
+func (s *Server) MetadataResponse(r *broker.Request) *kmsg.MetadataResponse {
 	req := r.Body.(*kmsg.MetadataRequest)
 	resp := kmsg.NewPtrMetadataResponse()
 	resp.Brokers = s.metadataBrokers(r.Listener()) // their addresses on the listener asked on
@@ -50,6 +58,9 @@ func (s *Server) handleMetadata(r *broker.Request) {
 		parts := s.Metadata.Partitions(name)
 		if parts == nil {
 			mt.ErrorCode = kerr.UnknownTopicOrPartition.Code
+			if store.ValidateTopicName(name) != nil {
+				mt.ErrorCode = kerr.InvalidTopicException.Code
+			}
 		}
 		for id := int32(0); int(id) < len(parts); id++ {
 			pm, ok := parts[id]
@@ -67,5 +78,5 @@ func (s *Server) handleMetadata(r *broker.Request) {
 		}
 		resp.Topics = append(resp.Topics, mt)
 	}
-	r.Respond(resp)
+	return resp
 }

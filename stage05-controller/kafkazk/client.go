@@ -54,7 +54,9 @@ type Options struct {
 // then, and OnNewSession's callbacks put back what they owned (a broker
 // registers again; a controller has lost its office).
 type Client struct {
-	conn           *zk.Conn
+	// conn is the session's connection, under the chroot if
+	// zookeeper.connect names one (chroot.go).
+	conn           *conn
 	logger         *slog.Logger
 	sessionTimeout time.Duration
 
@@ -69,8 +71,10 @@ type Client struct {
 }
 
 // Connect opens a session on the servers of connect, a zookeeper.connect
-// string ("host:port,host:port[/chroot]"; a chroot is refused: the
-// workbook keeps Kafka's paths at the root), and waits for it.
+// string ("host:port,host:port[/chroot]"), and waits for it. With a
+// chroot every znode of this client is under it (chroot.go); the chroot
+// itself is created by CreateTopLevelPaths, as a starting broker creates
+// it.
 func Connect(connect string, opts Options) (*Client, error) {
 	if opts.SessionTimeout <= 0 {
 		opts.SessionTimeout = DefaultSessionTimeout
@@ -81,24 +85,24 @@ func Connect(connect string, opts Options) (*Client, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
-	servers, err := ParseConnect(connect)
+	servers, chroot, err := ParseConnect(connect)
 	if err != nil {
 		return nil, err
 	}
 	c := &Client{logger: opts.Logger, sessionTimeout: opts.SessionTimeout,
 		events: make(chan zk.Event, 64), done: make(chan struct{})}
-	conn, _, err := zk.Connect(servers, opts.SessionTimeout,
+	zc, _, err := zk.Connect(servers, opts.SessionTimeout,
 		zk.WithLogger(zkLogger{opts.Logger}), zk.WithEventCallback(c.event),
 		zk.WithDialer(BoundedDialer(opts.SessionTimeout*2/3)))
 	if err != nil {
 		return nil, fmt.Errorf("kafkazk: connect to %s: %w", connect, err)
 	}
 	c.mu.Lock()
-	c.conn = conn
+	c.conn = &conn{zk: zc, root: chroot}
 	c.mu.Unlock()
 	go c.dispatch()
 	deadline := time.Now().Add(opts.ConnectionTimeout)
-	for conn.State() != zk.StateHasSession {
+	for zc.State() != zk.StateHasSession {
 		if time.Now().After(deadline) {
 			c.Close()
 			return nil, fmt.Errorf("%w on %s after %v (zookeeper.connection.timeout.ms)", ErrNotConnected, connect, opts.ConnectionTimeout)
@@ -108,26 +112,36 @@ func Connect(connect string, opts Options) (*Client, error) {
 	return c, nil
 }
 
-// ParseConnect splits a zookeeper.connect string into its servers.
-func ParseConnect(connect string) ([]string, error) {
+// ParseConnect splits a zookeeper.connect string into its servers and
+// its chroot ("" for none): everything from the first "/" is the chroot,
+// which applies to every server ("zk1:2181,zk2:2181/kafka"), as Kafka and
+// ZooKeeper read it.
+func ParseConnect(connect string) (servers []string, chroot string, err error) {
+	hosts := connect
 	if i := strings.IndexByte(connect, '/'); i >= 0 {
-		return nil, fmt.Errorf("kafkazk: zookeeper.connect %q: a chroot (%s) is not supported", connect, connect[i:])
+		hosts = connect[:i]
+		if chroot, err = parseChroot(strings.TrimSpace(connect[i:])); err != nil {
+			return nil, "", fmt.Errorf("kafkazk: zookeeper.connect %q: %w", connect, err)
+		}
 	}
-	var servers []string
-	for s := range strings.SplitSeq(connect, ",") {
+	for s := range strings.SplitSeq(hosts, ",") {
 		if s = strings.TrimSpace(s); s != "" {
 			servers = append(servers, s)
 		}
 	}
 	if len(servers) == 0 {
-		return nil, fmt.Errorf("kafkazk: zookeeper.connect %q names no server", connect)
+		return nil, "", fmt.Errorf("kafkazk: zookeeper.connect %q names no server", connect)
 	}
-	return servers, nil
+	return servers, chroot, nil
 }
 
 // Conn is the underlying go-zookeeper connection, for what this package
-// does not wrap (tests, tools).
-func (c *Client) Conn() *zk.Conn { return c.conn }
+// does not wrap (tests, tools). Its paths are the ensemble's: with a
+// chroot, Kafka's /brokers/ids is Chroot()+"/brokers/ids" on it.
+func (c *Client) Conn() *zk.Conn { return c.conn.zk }
+
+// Chroot is zookeeper.connect's chroot ("/kafka"), "" for none.
+func (c *Client) Chroot() string { return c.conn.root }
 
 // SessionID is the current session's id.
 func (c *Client) SessionID() int64 { return c.conn.SessionID() }
@@ -305,6 +319,9 @@ var acl = zk.WorldACL(zk.PermAll)
 // empty (Kafka's makeSurePersistentPathExists); one that exists is left as
 // it is.
 func (c *Client) createPersistent(p string, data []byte) error {
+	if p == "/" { // the chroot (without one, the root, which always exists)
+		return c.conn.ensureChroot()
+	}
 	_, err := c.conn.Create(p, data, 0, acl)
 	if errors.Is(err, zk.ErrNoNode) {
 		if err := c.createPersistent(path.Dir(p), nil); err != nil {
@@ -319,8 +336,13 @@ func (c *Client) createPersistent(p string, data []byte) error {
 }
 
 // CreateTopLevelPaths creates the persistent znodes a Kafka broker creates
-// at start (KafkaZkClient.createTopLevelPaths), those that exist left.
+// at start (KafkaZkClient.createTopLevelPaths), those that exist left,
+// and first the chroot if zookeeper.connect names one that is missing (as
+// Kafka's KafkaServer.initZkClient does).
 func (c *Client) CreateTopLevelPaths() error {
+	if err := c.conn.ensureChroot(); err != nil {
+		return err
+	}
 	for _, p := range PersistentPaths {
 		if err := c.createPersistent(p, nil); err != nil {
 			return err

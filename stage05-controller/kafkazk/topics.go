@@ -72,6 +72,33 @@ func (c *Client) CreateTopic(topic string, a TopicAssignment, config map[string]
 	return nil
 }
 
+// CheckTopicAssignment reports whether a's assignment znode fits in one
+// ZooKeeper request (JuteMaxBuffer), as CreateTopic or AddPartitions
+// would write it for topic: nil, or an error wrapping ErrRequestTooLarge
+// that gives the size. About 88,000 partitions of one replica fit (12
+// bytes each), 66,000 of three. CreateTopics and CreatePartitions ask before they
+// write (and for validate_only), so that the client learns why.
+func (c *Client) CheckTopicAssignment(topic string, a TopicAssignment) error {
+	n := requestBytes(&zk.CreateRequest{Path: c.conn.abs(TopicPath(topic)), Data: a.Encode(), Acl: acl})
+	if err := checkSize(n); err != nil {
+		return fmt.Errorf("the assignment of topic %q (%d partitions): %w", topic, len(a.Replicas), err)
+	}
+	return nil
+}
+
+// CheckPartitionCount is CheckTopicAssignment's cheap first step, before
+// an assignment is drawn: it refuses a count of partitions whose
+// assignment cannot fit whatever the broker ids, each partition taking at
+// least "0":[1], (six bytes and two a replica), so that a request for two
+// billion partitions is refused before two billion are assigned.
+func CheckPartitionCount(partitions, replicationFactor int) error {
+	least := partitions * (6 + 2*max(replicationFactor, 1))
+	if partitions > JuteMaxBuffer || least > JuteMaxBuffer {
+		return fmt.Errorf("the assignment of %d partitions: %w: it would be more than %d bytes", partitions, ErrRequestTooLarge, JuteMaxBuffer)
+	}
+	return nil
+}
+
 // SetTopicConfig replaces a topic's config overrides and notifies every
 // broker through /config/changes (Kafka's AdminZkClient.changeTopicConfig).
 func (c *Client) SetTopicConfig(topic string, config map[string]string) error {
@@ -545,6 +572,16 @@ func (c *Client) ConsumeIsrChanges(e ControllerEpoch, names []string) ([]commitl
 		}
 	}
 	return out, nil
+}
+
+// TopicQueuedForDeletion reports whether /admin/delete_topics/<topic>
+// exists: the topic is being deleted.
+func (c *Client) TopicQueuedForDeletion(topic string) (bool, error) {
+	ok, _, err := c.conn.Exists(DeleteTopicPath(topic))
+	if err != nil {
+		return false, fmt.Errorf("kafkazk: exists %s: %w", DeleteTopicPath(topic), err)
+	}
+	return ok, nil
 }
 
 // MarkTopicForDeletion asks the controller to delete a topic

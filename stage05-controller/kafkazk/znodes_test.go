@@ -95,11 +95,35 @@ func TestEncodingsReadBack(t *testing.T) {
 	require.Equal(t, "abc", id)
 	_, err = kafkazk.ParseTopicID("short")
 	require.Error(t, err)
-	_, err = kafkazk.ParseConnect("zk1:2181/kafka")
-	require.ErrorContains(t, err, "chroot")
-	servers, err := kafkazk.ParseConnect(" zk1:2181, zk2:2181 ")
+	servers, chroot, err := kafkazk.ParseConnect(" zk1:2181, zk2:2181 ")
 	require.NoError(t, err)
 	require.Equal(t, []string{"zk1:2181", "zk2:2181"}, servers)
+	require.Empty(t, chroot)
+}
+
+// TestZookeeperConnectNamesAChrootForEveryServer: what follows the first
+// "/" of zookeeper.connect is the chroot of every server, as Kafka and
+// ZooKeeper read it; "/" alone is none; a path ZooKeeper would refuse is
+// refused here, naming the string.
+func TestZookeeperConnectNamesAChrootForEveryServer(t *testing.T) {
+	for _, tt := range []struct {
+		connect string
+		servers []string
+		chroot  string
+	}{
+		{"zk1:2181/kafka", []string{"zk1:2181"}, "/kafka"},
+		{"zk1:2181,zk2:2181,zk3:2181/clusters/orders", []string{"zk1:2181", "zk2:2181", "zk3:2181"}, "/clusters/orders"},
+		{"zk1:2181/", []string{"zk1:2181"}, ""},
+	} {
+		servers, chroot, err := kafkazk.ParseConnect(tt.connect)
+		require.NoError(t, err, tt.connect)
+		require.Equal(t, tt.servers, servers, tt.connect)
+		require.Equal(t, tt.chroot, chroot, tt.connect)
+	}
+	for _, bad := range []string{"zk1:2181/kafka/", "zk1:2181//kafka", "zk1:2181/a/../b", "zk1:2181/./a", "/kafka"} {
+		_, _, err := kafkazk.ParseConnect(bad)
+		require.ErrorContains(t, err, bad, "refused")
+	}
 }
 
 func must(b []byte, err error) []byte {

@@ -15,6 +15,7 @@ import (
 	"github.com/kafkaworkbook/workbook/stage01-log/commitlog"
 	"github.com/kafkaworkbook/workbook/stage02-reactor/broker"
 	"github.com/kafkaworkbook/workbook/stage02-reactor/store"
+	s3 "github.com/kafkaworkbook/workbook/stage03-replication/server"
 	s4 "github.com/kafkaworkbook/workbook/stage04-isr-acks/server"
 	"github.com/kafkaworkbook/workbook/stage05-controller/controller"
 	"github.com/kafkaworkbook/workbook/stage05-controller/kafkazk"
@@ -26,6 +27,14 @@ import (
 // the new /brokers/topics child, creates the partitions and tells the
 // replicas. With a timeout, the answer waits until this broker's metadata
 // shows every partition with a leader (Kafka's DelayedCreatePartitions).
+//
+// A topic named twice in one request gets INVALID_REQUEST for every
+// entry and is not created (stage 02's broker.DuplicateTopics), as in
+// Kafka. A topic whose assignment znode would be larger than ZooKeeper
+// reads in one request (kafkazk.JuteMaxBuffer: about 88,000 partitions
+// of one replica, 66,000 of three) gets INVALID_PARTITIONS with the
+// sizes, validate_only too: written, it would cost the broker its
+// ZooKeeper connection.
 func (s *Server) createTopicsAPI() broker.API {
 	return broker.API{Key: 19, MinVersion: 0, MaxVersion: 7, Handle: s.handleCreateTopics}
 }
@@ -36,12 +45,24 @@ var legalTopic = regexp.MustCompile(`^[a-zA-Z0-9._-]+$`)
 func (s *Server) handleCreateTopics(r *broker.Request) {
 	req := r.Body.(*kmsg.CreateTopicsRequest)
 	resp := kmsg.NewPtrCreateTopicsResponse()
+	duplicates := broker.DuplicateTopics(req)
 	var created []string
 	for _, t := range req.Topics {
 		out := kmsg.NewCreateTopicsResponseTopic()
-		out.Topic, out.NumPartitions, out.ReplicationFactor = t.Topic, t.NumPartitions, t.ReplicationFactor
-		code, msg := s.createTopic(t, req.ValidateOnly, &out)
+		out.Topic = t.Topic
+		var code int16
+		var msg string
+		if dup, ok := duplicates[t.Topic]; ok {
+			code, msg = kerr.InvalidRequest.Code, dup
+		} else {
+			code, msg = s.createTopic(t, req.ValidateOnly, &out)
+		}
 		out.ErrorCode = code
+		if code != 0 {
+			// As Kafka: a refused topic answers no partitions, replication
+			// factor or configs.
+			out.NumPartitions, out.ReplicationFactor, out.Configs = -1, -1, nil
+		}
 		if msg != "" {
 			out.ErrorMessage = &msg
 		} else if code == 0 && !req.ValidateOnly {
@@ -149,6 +170,9 @@ func (s *Server) createTopic(t kmsg.CreateTopicsRequestTopic, validateOnly bool,
 		if rf == -1 {
 			rf = s.cfg.DefaultReplicationFactor
 		}
+		if err := kafkazk.CheckPartitionCount(partitions, rf); err != nil {
+			return kerr.InvalidPartitions.Code, err.Error()
+		}
 		brokers, err := s.ZK.Brokers()
 		if err != nil {
 			return kerr.UnknownServerError.Code, err.Error()
@@ -167,6 +191,12 @@ func (s *Server) createTopic(t kmsg.CreateTopicsRequestTopic, validateOnly bool,
 			return kerr.UnknownServerError.Code, err.Error()
 		}
 	}
+	var id kafkazk.TopicID
+	_, _ = rand.Read(id[:])
+	a := kafkazk.TopicAssignment{ID: id, Replicas: assignment}
+	if err := s.ZK.CheckTopicAssignment(t.Topic, a); err != nil {
+		return kerr.InvalidPartitions.Code, err.Error()
+	}
 	out.NumPartitions, out.ReplicationFactor = int32(len(assignment)), int16(len(assignment[0]))
 	for _, k := range slices.Sorted(maps.Keys(config)) {
 		v := config[k]
@@ -175,9 +205,7 @@ func (s *Server) createTopic(t kmsg.CreateTopicsRequestTopic, validateOnly bool,
 	if validateOnly {
 		return 0, ""
 	}
-	var id kafkazk.TopicID
-	_, _ = rand.Read(id[:])
-	err := s.ZK.CreateTopic(t.Topic, kafkazk.TopicAssignment{ID: id, Replicas: assignment}, config)
+	err := s.ZK.CreateTopic(t.Topic, a, config)
 	switch {
 	case errors.Is(err, kafkazk.ErrTopicExists):
 		return kerr.TopicAlreadyExists.Code, fmt.Sprintf("topic %q already exists", t.Topic)
@@ -196,6 +224,13 @@ func (s *Server) createTopic(t kmsg.CreateTopicsRequestTopic, validateOnly bool,
 // a topic by its id instead (an id this broker's metadata does not know:
 // UNKNOWN_TOPIC_ID), and answers each topic's id; v5 only adds a quota
 // error.
+//
+// The internal topics (__consumer_offsets, __transaction_state) are
+// refused with INVALID_TOPIC_EXCEPTION: deleting __consumer_offsets loses
+// every group's committed offsets. Kafka's broker would delete them (only
+// its kafka-topics.sh refused: "a kafka internal topic and is not allowed
+// to be marked for deletion"); the code is the one Kafka answers for the
+// other writes clients may not make to them (Produce, DeleteRecords).
 func (s *Server) deleteTopicsAPI() broker.API {
 	return broker.API{Key: 20, MinVersion: 0, MaxVersion: 6, Handle: s.handleDeleteTopics}
 }
@@ -230,6 +265,10 @@ func (s *Server) handleDeleteTopics(r *broker.Request) {
 			out.ErrorCode = kerr.UnknownServerError.Code
 		case !slices.Contains(existing, name):
 			out.ErrorCode = kerr.UnknownTopicOrPartition.Code
+		case s3.IsInternalTopic(name):
+			out.ErrorCode = kerr.InvalidTopicException.Code
+			msg := fmt.Sprintf("Topic %s is a Kafka internal topic and is not allowed to be marked for deletion.", name)
+			out.ErrorMessage = &msg
 		default:
 			if err := s.ZK.MarkTopicForDeletion(name); err != nil {
 				out.ErrorCode = kerr.UnknownServerError.Code

@@ -16,8 +16,9 @@ import (
 
 // The keys this stage adds, with Kafka's names and defaults.
 const (
-	// KeyZookeeperConnect: host:port[,host:port...] of the ensemble.
-	// Required.
+	// KeyZookeeperConnect: host:port[,host:port...][/chroot] of the
+	// ensemble; with a chroot every znode of the cluster is under it,
+	// created at start if missing (as Kafka's). Required.
 	KeyZookeeperConnect = "zookeeper.connect"
 	// KeyZookeeperSessionTimeout: how long the ensemble keeps this
 	// broker's session (and its registration) after it last heard from
@@ -105,9 +106,9 @@ func ParseConfig(props map[string]string, logger *slog.Logger) (Config, error) {
 		AutoLeaderRebalance: true, LeaderImbalanceCheck: 300 * time.Second, LeaderImbalancePercentage: 10, Props: maps.Clone(props)}
 	if cfg.ZookeeperConnect == "" {
 		return Config{}, &commitlog.ConfigError{Key: KeyZookeeperConnect, Value: props[KeyZookeeperConnect],
-			Reason: "required: the ZooKeeper ensemble, host:port[,host:port...]"}
+			Reason: "required: the ZooKeeper ensemble, host:port[,host:port...][/chroot]"}
 	}
-	if _, err := kafkazk.ParseConnect(cfg.ZookeeperConnect); err != nil {
+	if _, _, err := kafkazk.ParseConnect(cfg.ZookeeperConnect); err != nil {
 		return Config{}, &commitlog.ConfigError{Key: KeyZookeeperConnect, Value: cfg.ZookeeperConnect, Reason: err.Error()}
 	}
 	for key, d := range map[string]*time.Duration{KeyZookeeperSessionTimeout: &cfg.ZookeeperSessionTimeout,

@@ -29,6 +29,10 @@ import (
 // controller; clients send it to the controller anyway, and here, as for
 // CreateTopics, any broker can do the writing.
 //
+// A count whose assignment znode would be larger than ZooKeeper reads in
+// one request (kafkazk.JuteMaxBuffer) is refused with INVALID_PARTITIONS
+// before anything is written, validate_only too (CreateTopics' rule).
+//
 // Records are placed by a hash of their key modulo the partition count:
 // a topic that grows sends most keys to other partitions from then on,
 // as in Kafka. Ordering by key holds only within the old and within the
@@ -112,7 +116,7 @@ func (s *Server) createPartitions(t kmsg.CreatePartitionsRequestTopic, validateO
 
 func (s *Server) tryCreatePartitions(t kmsg.CreatePartitionsRequestTopic, validateOnly bool) (int16, string, error) {
 	topic := t.Topic
-	if queued, _, err := s.ZK.Conn().Exists(kafkazk.DeleteTopicPath(topic)); err != nil {
+	if queued, err := s.ZK.TopicQueuedForDeletion(topic); err != nil {
 		return kerr.UnknownServerError.Code, err.Error(), nil
 	} else if queued {
 		return kerr.InvalidTopicException.Code, "The topic is queued for deletion.", nil
@@ -149,6 +153,9 @@ func (s *Server) tryCreatePartitions(t kmsg.CreatePartitionsRequestTopic, valida
 	if !ok || len(partition0) == 0 {
 		return kerr.UnknownServerError.Code, fmt.Sprintf("Unexpected existing replica assignment for topic '%s', partition id 0 is missing.", topic), nil
 	}
+	if err := kafkazk.CheckPartitionCount(int(t.Count), len(partition0)); err != nil {
+		return kerr.InvalidPartitions.Code, err.Error(), nil
+	}
 	var added map[int32][]int32
 	if t.Assignment != nil {
 		added = map[int32][]int32{}
@@ -180,12 +187,15 @@ func (s *Server) tryCreatePartitions(t kmsg.CreatePartitionsRequestTopic, valida
 			return kerr.UnknownServerError.Code, err.Error(), nil
 		}
 	}
-	if validateOnly {
-		return 0, "", nil
-	}
 	next := existing.TopicAssignment
 	next.Replicas = maps.Clone(existing.Replicas)
 	maps.Copy(next.Replicas, added)
+	if err := s.ZK.CheckTopicAssignment(topic, next); err != nil {
+		return kerr.InvalidPartitions.Code, err.Error(), nil
+	}
+	if validateOnly {
+		return 0, "", nil
+	}
 	if err := s.ZK.AddPartitions(topic, next, existing.ZkVersion); err != nil {
 		if errors.Is(err, zk.ErrBadVersion) {
 			return 0, "", err

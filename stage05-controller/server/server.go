@@ -86,6 +86,7 @@ func New(cfg Config, opts Options) (*Server, error) {
 		InterBrokerListener: cfg.Broker.InterBrokerListener})
 	s.config = &configWatcher{s: s}
 	s.Register(s.config.wrapLeaderAndIsr())
+	s.Register(s.metadataAPI())
 	s.Register(s.createTopicsAPI())
 	s.Register(s.deleteTopicsAPI())
 	s.Register(s.controlledShutdownAPI())
