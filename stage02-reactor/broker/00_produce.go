@@ -279,7 +279,7 @@ func (b *Broker) AppendFailed(tp commitlog.TopicPartition, err error) int16 {
 	case errors.Is(err, record.ErrCRCMismatch):
 		b.counters.InvalidMessageCRCRecords.Add(1)
 		b.logger.Debug("refused a batch with a bad CRC", "partition", tp, "err", err)
-	case code == kerrCorruptMessage, code == kerrMessageTooLarge:
+	case code == kerrCorruptMessage, code == kerrMessageTooLarge, code == kerrRecordListTooLarge:
 		b.logger.Debug("refused a produced batch", "partition", tp, "err", err)
 	default:
 		b.logger.Error("append failed", "partition", tp, "err", err)

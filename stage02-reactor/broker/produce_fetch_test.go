@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"log/slog"
 	"math"
 	"testing"
 	"time"
@@ -129,6 +130,29 @@ func TestProduceErrorsAreKafkaCodes(t *testing.T) {
 	resp.SetVersion(7)
 	require.NoError(t, resp.ReadFrom(body))
 	require.Equal(t, kerr.InvalidRequiredAcks.Code, resp.Topics[0].Partitions[0].ErrorCode)
+}
+
+// TestABatchLargerThanASegmentIsRecordListTooLarge: a batch within
+// message.max.bytes but larger than the topic's segment.bytes can never fit
+// in a segment. Kafka's UnifiedLog.append refuses it with
+// RecordBatchTooLargeException, RECORD_LIST_TOO_LARGE (18), which a
+// producer does not retry; MESSAGE_TOO_LARGE (10) is for batches over
+// message.max.bytes. Nothing is appended, and the broker does not log an
+// error (the client's fault, not the broker's).
+func TestABatchLargerThanASegmentIsRecordListTooLarge(t *testing.T) {
+	errors := newLevelCounter(slog.LevelError)
+	tb := startBrokerWith(t, Options{Logger: slog.New(errors)})
+	resp, err := createTopicsRequest("small-segments", 1, 1, map[string]string{"segment.bytes": "1024"}).RequestWith(context.Background(), tb.client())
+	require.NoError(t, err)
+	require.Zero(t, resp.Topics[0].ErrorCode)
+
+	cl := tb.client(kgo.DefaultProduceTopic("small-segments"), kgo.ProducerBatchCompression(kgo.NoCompression()))
+	err = cl.ProduceSync(context.Background(), &kgo.Record{Value: make([]byte, 2000)}).FirstErr()
+	require.ErrorIs(t, err, kerr.RecordListTooLarge)
+	require.NoError(t, cl.ProduceSync(context.Background(), &kgo.Record{Value: []byte("fits")}).FirstErr())
+	p, _ := tb.Store().Partition("small-segments", 0)
+	require.Equal(t, int64(1), p.Log.EndOffset(), "only the record that fits")
+	require.Zero(t, errors.n.Load(), "logged as an error: %v", errors.last.Load())
 }
 
 func TestAcksZeroGetsNoResponseAndAnErrorClosesTheConnection(t *testing.T) {
