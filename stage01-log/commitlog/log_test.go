@@ -140,6 +140,11 @@ func TestAppendRefusesBadBatchesAndWritesNothing(t *testing.T) {
 	require.Equal(t, int64(1), l.EndOffset())
 }
 
+// TestAppendRefusesBatchLargerThanSegment: a batch larger than
+// segment.bytes could never fit in a segment (Kafka's UnifiedLog.append:
+// RecordBatchTooLargeException, which a broker answers with
+// RECORD_LIST_TOO_LARGE); one of exactly segment.bytes fits. The refused
+// one writes nothing.
 func TestAppendRefusesBatchLargerThanSegment(t *testing.T) {
 	cfg := DefaultConfig()
 	cfg.SegmentBytes = 200
@@ -147,6 +152,16 @@ func TestAppendRefusesBatchLargerThanSegment(t *testing.T) {
 	l := h.open(Options{})
 	_, _, err := l.Append(makeBatch(t, 0, 1, 300, 0))
 	require.ErrorIs(t, err, ErrBatchTooLarge)
+	require.Zero(t, l.Size())
+	require.Zero(t, l.EndOffset())
+
+	var exact []byte
+	for size := 10; len(exact) < 200; size++ { // varint lengths: grow the value until the batch is 200 bytes
+		exact = makeBatch(t, 1, 1, size, 0)
+	}
+	require.Len(t, exact, 200)
+	_, _, err = l.Append(exact)
+	require.NoError(t, err, "a batch of exactly segment.bytes fits")
 }
 
 func TestAppendAsLeaderStampsEpoch(t *testing.T) {

@@ -190,15 +190,29 @@ const DecompressionFactor = 32
 // times message.max.bytes), with offset deltas 0, 1, 2, ..., and for a
 // compacted log (cleanup.policy=compact) a key on every record: the log
 // cleaner keeps the latest record per key, and a record without one could
-// only be dropped. The CRC is left
-// to Log.Append, which checks it before writing anything (and for
-// followers' appends too), so a produce request computes it once. It
-// returns a Kafka error code and a message, or 0, and counts what it
-// refuses in the broker's Counters.
+// only be dropped. The CRC is left to Log.Append, which checks it before
+// writing anything (and for followers' appends too), so a produce request
+// computes it once. It returns a Kafka error code and a message, or 0, and
+// counts what it refuses in the broker's Counters.
+//
+// A batch it accepts leaves with the largest timestamp of its records as
+// its header's max timestamp, as Kafka's LogValidator writes it
+// (setMaxTimestamp, the CRC computed again): the producer's own figure is
+// not trusted. What reads timestamps batch by batch (the time index,
+// ListOffsets by time and MAX_TIMESTAMP, retention.ms, segment.ms) reads
+// the header, so a client writing too small a max would make MAX_TIMESTAMP
+// answer an older record than the newest, and too large a one make it
+// answer none. The common case costs nothing more (the records are
+// decoded anyway); a header that is wrong costs a CRC check before it is
+// rewritten, so that a damaged batch is not made whole.
 func (b *Broker) ValidateProducedBatch(records []byte, compacted bool) (code int16, msg string) {
-	code, msg = validateBatch(records, b.cfg.MessageMaxBytes, compacted)
+	code, msg, maxTimestamp := validateBatch(records, b.cfg.MessageMaxBytes, compacted)
 	if code == 0 {
-		return 0, ""
+		err := stampMaxTimestamp(records, maxTimestamp)
+		if err == nil {
+			return 0, ""
+		}
+		code, msg = kerrCorruptMessage, err.Error() // a bad CRC: counted below
 	}
 	// Kafka checks the CRC before anything else, so a batch damaged on its
 	// way (a flipped bit in the record count, say) is CORRUPT_MESSAGE,
@@ -215,56 +229,84 @@ func (b *Broker) ValidateProducedBatch(records []byte, compacted bool) (code int
 	return code, msg
 }
 
-func validateBatch(records []byte, maxBytes int32, requireKeys bool) (code int16, msg string) {
+// validateBatch checks a produced batch (see ValidateProducedBatch) and
+// returns, for one it accepts, the largest timestamp of its records: what
+// Kafka's LogValidator writes as the batch's max timestamp. A LogAppendTime
+// batch's records carry its header's max, which is returned as it is.
+func validateBatch(records []byte, maxBytes int32, requireKeys bool) (code int16, msg string, maxTimestamp int64) {
 	if len(records) > int(maxBytes) {
-		return kerrMessageTooLarge, fmt.Sprintf("batch of %d bytes is larger than message.max.bytes (%d)", len(records), maxBytes)
+		return kerrMessageTooLarge, fmt.Sprintf("batch of %d bytes is larger than message.max.bytes (%d)", len(records), maxBytes), 0
 	}
 	h, err := record.ReadHeader(records)
 	switch {
 	case errors.Is(err, record.ErrBadMagic):
-		return kerrInvalidRecord, "produce requests from v3 on must hold magic 2 batches: " + err.Error()
+		return kerrInvalidRecord, "produce requests from v3 on must hold magic 2 batches: " + err.Error(), 0
 	case errors.Is(err, record.ErrInvalidRecord):
-		return kerrInvalidRecord, err.Error() // a negative count or offset delta
+		return kerrInvalidRecord, err.Error(), 0 // a negative count or offset delta
 	case err != nil:
-		return kerrCorruptMessage, err.Error()
+		return kerrCorruptMessage, err.Error(), 0
 	case h.Size() > len(records):
-		return kerrCorruptMessage, fmt.Sprintf("batch length says %d bytes, %d present", h.Size(), len(records))
+		return kerrCorruptMessage, fmt.Sprintf("batch length says %d bytes, %d present", h.Size(), len(records)), 0
 	case h.Size() != len(records):
-		return kerrInvalidRecord, fmt.Sprintf("produce requests must hold exactly one batch; %d bytes follow it", len(records)-h.Size())
+		return kerrInvalidRecord, fmt.Sprintf("produce requests must hold exactly one batch; %d bytes follow it", len(records)-h.Size()), 0
 	case h.BaseOffset != 0:
-		return kerrInvalidRecord, fmt.Sprintf("a producer's batch starts at offset 0, not %d", h.BaseOffset)
+		return kerrInvalidRecord, fmt.Sprintf("a producer's batch starts at offset 0, not %d", h.BaseOffset), 0
 	case h.NumRecords <= 0 || h.NumRecords != h.LastOffsetDelta+1:
-		return kerrInvalidRecord, fmt.Sprintf("inconsistent batch: %d records, last offset delta %d", h.NumRecords, h.LastOffsetDelta)
+		return kerrInvalidRecord, fmt.Sprintf("inconsistent batch: %d records, last offset delta %d", h.NumRecords, h.LastOffsetDelta), 0
 	case h.Attributes.Control():
-		return kerrInvalidRecord, "producers cannot send control batches"
+		return kerrInvalidRecord, "producers cannot send control batches", 0
 	case h.Attributes.Transactional():
-		return kerrInvalidRecord, "transactional batches are not supported"
+		return kerrInvalidRecord, "transactional batches are not supported", 0
 	}
 	r := record.GetReader(int(maxBytes) * DecompressionFactor)
 	defer record.PutReader(r)
 	it, err := r.Records(records)
 	switch {
 	case errors.Is(err, record.ErrTooLarge):
-		return kerrMessageTooLarge, fmt.Sprintf("%v (%d times message.max.bytes)", err, DecompressionFactor)
+		return kerrMessageTooLarge, fmt.Sprintf("%v (%d times message.max.bytes)", err, DecompressionFactor), 0
 	case errors.Is(err, record.ErrInvalidRecord):
-		return kerrInvalidRecord, err.Error()
+		return kerrInvalidRecord, err.Error(), 0
 	case err != nil: // an unknown codec, or bytes the codec cannot decode
-		return kerrCorruptMessage, err.Error()
+		return kerrCorruptMessage, err.Error(), 0
+	}
+	maxTimestamp = -1 // Kafka's NO_TIMESTAMP, which any record's timestamp beats
+	if h.Attributes.LogAppendTime() {
+		maxTimestamp = h.MaxTimestamp // what its records carry when read
 	}
 	for i := int32(0); it.Next(); i++ {
 		if d := it.Record().OffsetDelta; d != i {
-			return kerrInvalidRecord, fmt.Sprintf("record %d has offset delta %d", i, d)
+			return kerrInvalidRecord, fmt.Sprintf("record %d has offset delta %d", i, d), 0
 		}
 		if requireKeys && it.Record().Key == nil {
-			return kerrInvalidRecord, fmt.Sprintf("record %d has no key: a compacted topic (cleanup.policy=compact) cannot accept a record without one", i)
+			return kerrInvalidRecord, fmt.Sprintf("record %d has no key: a compacted topic (cleanup.policy=compact) cannot accept a record without one", i), 0
+		}
+		if !h.Attributes.LogAppendTime() {
+			maxTimestamp = max(maxTimestamp, h.FirstTimestamp+it.Record().TimestampDelta)
 		}
 	}
 	if err := it.Err(); err != nil {
 		// Undecodable records in a batch whose length and count agree:
 		// damage, which the CRC would name; Kafka reports it as corrupt.
-		return kerrCorruptMessage, err.Error()
+		return kerrCorruptMessage, err.Error(), 0
 	}
-	return 0, ""
+	return 0, "", maxTimestamp
+}
+
+// stampMaxTimestamp writes maxTimestamp into the header of the one valid
+// batch that records holds, with a new CRC, if the header says otherwise.
+// The CRC is checked first: a damaged batch keeps its damage, and its
+// error (record.ErrCRCMismatch) is returned.
+func stampMaxTimestamp(records []byte, maxTimestamp int64) error {
+	h, err := record.ReadHeader(records)
+	if err != nil || h.MaxTimestamp == maxTimestamp {
+		return err
+	}
+	if h, err = record.Validate(records); err != nil {
+		return err
+	}
+	h.MaxTimestamp = maxTimestamp
+	record.PutHeader(records[:h.Size()], &h)
+	return nil
 }
 
 // AppendFailed accounts for a failed append and returns Kafka's error code
@@ -279,7 +321,7 @@ func (b *Broker) AppendFailed(tp commitlog.TopicPartition, err error) int16 {
 	case errors.Is(err, record.ErrCRCMismatch):
 		b.counters.InvalidMessageCRCRecords.Add(1)
 		b.logger.Debug("refused a batch with a bad CRC", "partition", tp, "err", err)
-	case code == kerrCorruptMessage, code == kerrMessageTooLarge:
+	case code == kerrCorruptMessage, code == kerrMessageTooLarge, code == kerrRecordListTooLarge:
 		b.logger.Debug("refused a produced batch", "partition", tp, "err", err)
 	default:
 		b.logger.Error("append failed", "partition", tp, "err", err)

@@ -20,9 +20,11 @@ import (
 // UNSUPPORTED_VERSION below its version, as Kafka 3.9 refuses them (and
 // any other negative one):
 //
-//	v7  -3 MAX_TIMESTAMP (KIP-734): the record with the largest timestamp
-//	    (commitlog.Log.OffsetForMaxTimestamp), what kafka-get-offsets
-//	    --time max-timestamp asks
+//	v7  -3 MAX_TIMESTAMP (KIP-734): the record with the largest timestamp,
+//	    the first of equals as in Kafka 3.8+ (KAFKA-16310; before, the last
+//	    offset of its batch), from batch headers the produce validation
+//	    made true (commitlog.Log.OffsetForMaxTimestamp), what
+//	    kafka-get-offsets --time max-timestamp asks
 //	v8  -4 EARLIEST_LOCAL (KIP-405): the first offset on local disk; without
 //	    tiered storage, the log start offset, as -2
 //	v9  -5 LATEST_TIERED (KIP-1005): the last offset in remote storage;

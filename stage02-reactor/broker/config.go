@@ -95,10 +95,11 @@ var brokerKeys = []brokerKey{
 	{"connections.max.idle.ms", "600000", intKey(-1, math.MaxInt64, func(c *Config, v int64) {
 		c.Network.ConnectionsMaxIdle = time.Duration(v) * time.Millisecond
 	})},
-	// Kafka's default is unlimited; the workbook's is half the open-file
-	// limit, the other half being the partitions' and their segments' (see
-	// DefaultMaxPartitions), so that connections over it are refused at
-	// once instead of hanging in the accept queue when descriptors run out.
+	// Kafka's default is unlimited; the workbook's is a quarter of the
+	// open-file limit (DefaultMaxConnections), the rest being the
+	// partitions' and their segments' (store.DefaultMaxPartitions), so
+	// that connections over it are refused at once instead of hanging in
+	// the accept queue when descriptors run out.
 	{"max.connections", "", func(c *Config, v string) error {
 		if v == "" {
 			c.Network.MaxConnections = DefaultMaxConnections()

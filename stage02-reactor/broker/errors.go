@@ -10,6 +10,7 @@ var (
 	kerrCorruptMessage           = kerr.CorruptMessage.Code
 	kerrInvalidRecord            = kerr.InvalidRecord.Code
 	kerrMessageTooLarge          = kerr.MessageTooLarge.Code
+	kerrRecordListTooLarge       = kerr.RecordListTooLarge.Code
 	kerrInvalidRequiredAcks      = kerr.InvalidRequiredAcks.Code
 	kerrOffsetOutOfRange         = kerr.OffsetOutOfRange.Code
 	kerrInvalidTopic             = kerr.InvalidTopicException.Code

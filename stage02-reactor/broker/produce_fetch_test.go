@@ -4,11 +4,13 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"log/slog"
 	"math"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -63,7 +65,7 @@ func TestProduceValidationFollowsKafkasLogValidator(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			code, msg := validateBatch(tt.in, 1000, false)
+			code, msg, _ := validateBatch(tt.in, 1000, false)
 			require.Equal(t, tt.code, code, msg)
 		})
 	}
@@ -129,6 +131,29 @@ func TestProduceErrorsAreKafkaCodes(t *testing.T) {
 	resp.SetVersion(7)
 	require.NoError(t, resp.ReadFrom(body))
 	require.Equal(t, kerr.InvalidRequiredAcks.Code, resp.Topics[0].Partitions[0].ErrorCode)
+}
+
+// TestABatchLargerThanASegmentIsRecordListTooLarge: a batch within
+// message.max.bytes but larger than the topic's segment.bytes can never fit
+// in a segment. Kafka's UnifiedLog.append refuses it with
+// RecordBatchTooLargeException, RECORD_LIST_TOO_LARGE (18), which a
+// producer does not retry; MESSAGE_TOO_LARGE (10) is for batches over
+// message.max.bytes. Nothing is appended, and the broker does not log an
+// error (the client's fault, not the broker's).
+func TestABatchLargerThanASegmentIsRecordListTooLarge(t *testing.T) {
+	errors := newLevelCounter(slog.LevelError)
+	tb := startBrokerWith(t, Options{Logger: slog.New(errors)})
+	resp, err := createTopicsRequest("small-segments", 1, 1, map[string]string{"segment.bytes": "1024"}).RequestWith(context.Background(), tb.client())
+	require.NoError(t, err)
+	require.Zero(t, resp.Topics[0].ErrorCode)
+
+	cl := tb.client(kgo.DefaultProduceTopic("small-segments"), kgo.ProducerBatchCompression(kgo.NoCompression()))
+	err = cl.ProduceSync(context.Background(), &kgo.Record{Value: make([]byte, 2000)}).FirstErr()
+	require.ErrorIs(t, err, kerr.RecordListTooLarge)
+	require.NoError(t, cl.ProduceSync(context.Background(), &kgo.Record{Value: []byte("fits")}).FirstErr())
+	p, _ := tb.Store().Partition("small-segments", 0)
+	require.Equal(t, int64(1), p.Log.EndOffset(), "only the record that fits")
+	require.Zero(t, errors.n.Load(), "logged as an error: %v", errors.last.Load())
 }
 
 func TestAcksZeroGetsNoResponseAndAnErrorClosesTheConnection(t *testing.T) {
@@ -239,6 +264,74 @@ func TestListOffsetsEarliestLatestAndByTimestamp(t *testing.T) {
 	require.Equal(t, int64(5), at.Offset, "the first record at or after the time")
 	require.Equal(t, base.Add(5*time.Minute).UnixMilli(), at.Timestamp)
 	require.Equal(t, int64(-1), list(time.Now().Add(time.Hour).UnixMilli()).Offset, "nothing that new")
+}
+
+// TestMaxTimestampOffsetIsTheNewestRecordWhateverTheProducerWrote: kadm
+// (franz-go's admin client, which reported it) lists the max-timestamp
+// offset (ListOffsets v7+, timestamp -3, KIP-734) of partitions holding
+// one batch of 10 records whose timestamps grow, the largest at offset 9,
+// but whose header's max timestamp is not theirs: the 6th record's (too
+// small), or one far in the future. Kafka's LogValidator writes the
+// records' max into the header before the append; the broker now does
+// too, so both answer offset 9 with its timestamp. Before, they answered
+// offset 5 (the first record reaching the header's max) and no offset at
+// all. A partition whose records 5 to 9 share the largest timestamp
+// answers 5, the first of equals, as Kafka 3.8 and later do
+// (KAFKA-16310); Kafka 3.0 to 3.7 answered the batch's last offset, 9,
+// which kadm's documentation describes.
+func TestMaxTimestampOffsetIsTheNewestRecordWhateverTheProducerWrote(t *testing.T) {
+	tb := startBroker(t)
+	base := time.Now().Add(-time.Hour).UnixMilli()
+	batch := func(tsOf func(i int64) int64, header func(h *record.BatchHeader)) []byte {
+		b := record.NewBatch(tsOf(0))
+		for i := range int64(10) {
+			b.Records = append(b.Records, record.Record{OffsetDelta: int32(i), TimestampDelta: tsOf(i) - tsOf(0), Value: []byte("v")})
+		}
+		out, err := record.AppendBatch(nil, b)
+		require.NoError(t, err)
+		h, err := record.Validate(out)
+		require.NoError(t, err)
+		header(&h)
+		record.PutHeader(out, &h) // the CRC follows the header, as a client would compute it
+		return out
+	}
+	growing := func(i int64) int64 { return base + i*1000 }
+	partitions := []struct {
+		topic      string
+		records    []byte
+		wantOffset int64
+		wantTime   int64
+	}{
+		{"header-says-the-sixth", batch(growing, func(h *record.BatchHeader) { h.MaxTimestamp = growing(5) }), 9, growing(9)},
+		{"header-says-the-future", batch(growing, func(h *record.BatchHeader) { h.MaxTimestamp = growing(1_000_000) }), 9, growing(9)},
+		{"header-is-right", batch(growing, func(*record.BatchHeader) {}), 9, growing(9)},
+		{"five-equal-newest", batch(func(i int64) int64 { return growing(min(i, 5)) }, func(*record.BatchHeader) {}), 5, growing(5)},
+	}
+	for _, tt := range partitions {
+		tb.createTopic(tt.topic, 1)
+		require.Zero(t, produceRaw(t, tb, tt.topic, 0, tt.records).ErrorCode, tt.topic)
+	}
+	adm := kadm.NewClient(tb.client())
+	listed, err := adm.ListMaxTimestampOffsets(context.Background())
+	require.NoError(t, err)
+	for _, tt := range partitions {
+		got, ok := listed.Lookup(tt.topic, 0)
+		require.True(t, ok, tt.topic)
+		require.NoError(t, got.Err, tt.topic)
+		require.Equal(t, []int64{tt.wantOffset, tt.wantTime}, []int64{got.Offset, got.Timestamp}, tt.topic)
+	}
+
+	// By time too: the first record at or after the 7th's timestamp is
+	// the 7th, not none (the header said the batch ends at the 6th).
+	byTime, err := adm.ListOffsetsAfterMilli(context.Background(), growing(6), "header-says-the-sixth")
+	require.NoError(t, err)
+	got, _ := byTime.Lookup("header-says-the-sixth", 0)
+	require.Equal(t, int64(6), got.Offset)
+
+	// A damaged batch is not made whole by the new header and CRC.
+	damaged := batch(growing, func(h *record.BatchHeader) { h.MaxTimestamp = growing(5) })
+	damaged[len(damaged)-1] ^= 0xff
+	require.Equal(t, kerr.CorruptMessage.Code, produceRaw(t, tb, "header-is-right", 0, damaged).ErrorCode)
 }
 
 // TestListOffsetsMaxTimestampAndTheTieredOnes: records produced with

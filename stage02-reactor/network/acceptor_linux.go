@@ -35,6 +35,13 @@ type Acceptor struct {
 	next      int          // round-robin position in processors
 	nextIndex uint64       // the next connection's ConnID index
 	local     *net.TCPAddr // the last local address seen, shared by connections that have it
+	// spare is a descriptor (/dev/null) held in reserve for when the
+	// process runs out: see shed. -1 while another part of the process
+	// holds the number it gave up.
+	spare int
+	// shedding is set while connections are being closed for want of a
+	// descriptor, so that the warning is logged once per episode.
+	shedding bool
 
 	// mu protects stopping and exited.
 	mu sync.Mutex
@@ -67,6 +74,12 @@ func newAcceptor(srv *Server, l *Listener, processors []*Processor) (*Acceptor, 
 		unix.Close(lfd)
 		return nil, fmt.Errorf("network: %w", err)
 	}
+	spare, err := openSpare()
+	if err != nil {
+		pl.close()
+		unix.Close(lfd)
+		return nil, fmt.Errorf("network: %w", err)
+	}
 	return &Acceptor{
 		srv:        srv,
 		lfd:        lfd,
@@ -75,7 +88,17 @@ func newAcceptor(srv *Server, l *Listener, processors []*Processor) (*Acceptor, 
 		processors: processors,
 		logger:     srv.logger.With("acceptor", l.Addr, "listener", l.Name),
 		done:       make(chan struct{}),
+		spare:      spare,
 	}, nil
+}
+
+// openSpare opens the descriptor an Acceptor holds in reserve.
+func openSpare() (int, error) {
+	fd, err := unix.Open("/dev/null", unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return -1, fmt.Errorf("open the spare descriptor: %w", err)
+	}
+	return fd, nil
 }
 
 // listen creates a non-blocking listening socket. socket.receive.buffer.bytes
@@ -176,10 +199,15 @@ func (a *Acceptor) run() {
 func (a *Acceptor) acceptAll() {
 	for {
 		fd, sa, err := unix.Accept4(a.lfd, unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC)
+		if err == unix.EMFILE || err == unix.ENFILE {
+			fd, sa, err = a.acceptWithSpare(err)
+		}
 		switch err {
 		case nil:
 		case unix.EAGAIN:
 			return // the queue is empty
+		case errNoDescriptor:
+			continue // closed at once; the next may find a descriptor
 		case unix.EINTR, unix.ECONNABORTED, unix.EPERM, unix.EPROTO, unix.ENETDOWN, unix.ENOPROTOOPT,
 			unix.EHOSTDOWN, unix.ENONET, unix.EHOSTUNREACH, unix.EOPNOTSUPP, unix.ENETUNREACH:
 			// The client gave up while in the queue (ECONNABORTED), a
@@ -187,14 +215,16 @@ func (a *Acceptor) acceptAll() {
 			// accept(2) says to treat like EAGAIN and retry.
 			continue
 		default:
-			// Out of descriptors (EMFILE, ENFILE) or memory (ENOBUFS,
-			// ENOMEM), or something unexpected. The listening socket
-			// stays readable, so going back to epoll would spin: pause,
-			// and let Shutdown's wake-up cut the pause short.
+			// Out of descriptors with no spare to give up (EMFILE,
+			// ENFILE), out of memory (ENOBUFS, ENOMEM), or something
+			// unexpected. The listening socket stays readable, so going
+			// back to epoll would spin: pause, and let Shutdown's wake-up
+			// cut the pause short.
 			a.logger.Warn("accept failed; pausing", "err", err)
 			a.pause(100 * time.Millisecond)
 			return
 		}
+		a.shedding = false
 		a.stats.accepted.Add(1)
 		if max := a.srv.cfg.MaxConnections; max > 0 && a.srv.openConns.Load() >= int64(max) {
 			a.stats.rejected.Add(1)
@@ -218,6 +248,43 @@ func (a *Acceptor) acceptAll() {
 			a.stats.countClose(closedAtShutdown)
 		}
 	}
+}
+
+// acceptWithSpare answers EMFILE or ENFILE (err) from accept: the
+// process, or the system, has no descriptor left, and the connection is
+// still in the kernel's accept queue (Linux takes the descriptor before it
+// looks at the queue, so the queue may also be empty). Kafka's Acceptor
+// logs the error and tries again, and the client waits unanswered until a
+// descriptor frees up. Here the spare descriptor is given up and the
+// connection accepted with its number; then the spare is taken back. If
+// that works, descriptors were freed meanwhile and the connection is
+// served; if not, the connection gives its number back: it is closed at
+// once, as one over max.connections is (counted in RejectedConnections),
+// the spare is taken again, and errNoDescriptor is returned. The client
+// learns at once to try later. Accept's own error (EAGAIN for an empty
+// queue) is returned as it is, and err itself when there is no spare to
+// give up (something else took its number).
+func (a *Acceptor) acceptWithSpare(err error) (int, unix.Sockaddr, error) {
+	if a.spare < 0 {
+		if a.spare, _ = openSpare(); a.spare < 0 {
+			return -1, nil, err
+		}
+	}
+	unix.Close(a.spare)
+	fd, sa, aerr := unix.Accept4(a.lfd, unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC)
+	a.spare, _ = openSpare()
+	if aerr != nil || a.spare >= 0 {
+		return fd, sa, aerr
+	}
+	unix.Close(fd)
+	a.spare, _ = openSpare() // -1 if the number was taken meanwhile: tried again next time
+	a.stats.accepted.Add(1)
+	a.stats.rejected.Add(1)
+	if !a.shedding {
+		a.logger.Warn("out of file descriptors: new connections are closed at accept until some are free", "err", err)
+		a.shedding = true
+	}
+	return -1, nil, errNoDescriptor
 }
 
 // prepare sets the accepted socket's options, as Kafka's Acceptor does, and
@@ -289,10 +356,15 @@ func (a *Acceptor) exit() {
 	close(a.done)
 }
 
-// closeSockets releases the listening socket and the poller.
+// closeSockets releases the listening socket, the spare descriptor and
+// the poller.
 func (a *Acceptor) closeSockets() {
 	if err := unix.Close(a.lfd); err != nil {
 		a.logger.Warn("closing the listening socket", "err", err)
+	}
+	if a.spare >= 0 {
+		unix.Close(a.spare)
+		a.spare = -1
 	}
 	if err := a.poller.close(); err != nil {
 		a.logger.Warn("closing the poller", "err", err)

@@ -60,6 +60,10 @@
 //     long is closed, even while its request waits (as in Kafka's
 //     Selector); the request's Done channel closes.
 //   - max.connections: connections over the limit are closed at accept.
+//   - Out of file descriptors (EMFILE): each acceptor holds a spare
+//     descriptor, gives it up to accept the waiting connection and, if it
+//     cannot take it back, closes that connection at once rather than
+//     leave the client waiting in the accept queue.
 //   - queued.max.request.bytes: a frame's buffer grows as its bytes
 //     arrive, each growth reserved from one pool first, and a request's
 //     bytes go back when its handler returns. While the pool is used up,

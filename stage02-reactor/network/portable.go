@@ -42,10 +42,16 @@ func newPortableTransport(s *Server, l *Listener) (transport, error) {
 	if err != nil {
 		return nil, fmt.Errorf("network: listen on %s: %w", l.Addr, err)
 	}
+	spare, err := os.Open(os.DevNull)
+	if err != nil {
+		ln.Close()
+		return nil, fmt.Errorf("network: open the spare descriptor: %w", err)
+	}
 	return &portableTransport{
 		srv:        s,
 		l:          l,
 		ln:         ln.(*net.TCPListener),
+		spare:      spare,
 		conns:      make(map[*portableConn]struct{}),
 		stop:       make(chan struct{}),
 		acceptDone: make(chan struct{}),
@@ -61,9 +67,19 @@ type portableTransport struct {
 
 	// nextIndex numbers connections for their ConnID.
 	nextIndex atomic.Uint64
+	// shedding is set while connections are closed for want of a
+	// descriptor, so that the warning is logged once per episode. Only
+	// the accept loop uses it.
+	shedding bool
 
 	// acceptDone is closed when the accept loop returns.
 	acceptDone chan struct{}
+
+	// spare is a descriptor (os.DevNull) held in reserve for when the
+	// process runs out (see shed); nil while another part of the process
+	// holds the number it gave up. Only the accept loop uses it, and
+	// stopAccepting and closeListener close it once the loop is done.
+	spare *os.File
 
 	// draining is set by drain: connection goroutines read no new request.
 	draining atomic.Bool
@@ -123,7 +139,7 @@ type portableConn struct {
 
 func (t *portableTransport) addr() net.Addr        { return t.ln.Addr() }
 func (t *portableTransport) counters() []*counters { return []*counters{&t.stats} }
-func (t *portableTransport) closeListener()        { t.ln.Close() }
+func (t *portableTransport) closeListener()        { t.ln.Close(); t.closeSpare() }
 func (t *portableTransport) start()                { go t.acceptLoop() }
 
 // acceptLoop accepts connections and starts a goroutine for each.
@@ -133,18 +149,24 @@ func (t *portableTransport) acceptLoop() {
 	var backoff time.Duration
 	for {
 		nc, err := t.ln.AcceptTCP()
+		if errors.Is(err, syscall.EMFILE) || errors.Is(err, syscall.ENFILE) {
+			nc, err = t.acceptWithSpare(err)
+		}
 		if err != nil {
 			if errors.Is(err, net.ErrClosed) {
 				return
 			}
-			// EMFILE and friends: wait a little and try again, like
-			// net/http, rather than spin.
+			if err == errNoDescriptor {
+				continue // closed at once; the next may find a descriptor
+			}
+			// Out of memory and friends, or no spare descriptor: wait a
+			// little and try again, like net/http, rather than spin.
 			backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
 			t.srv.logger.Warn("accept failed; retrying", "err", err, "backoff", backoff)
 			time.Sleep(backoff)
 			continue
 		}
-		backoff = 0
+		backoff, t.shedding = 0, false
 		t.stats.accepted.Add(1)
 		if cfg.MaxConnections > 0 && t.srv.openConns.Load() >= int64(cfg.MaxConnections) {
 			t.stats.rejected.Add(1)
@@ -174,6 +196,45 @@ func (t *portableTransport) acceptLoop() {
 	}
 }
 
+// acceptWithSpare answers EMFILE or ENFILE (err) from accept as the
+// reactor's Acceptor does (Acceptor.acceptWithSpare): with the spare
+// descriptor given up, the next connection is accepted (here waiting for
+// one, like any accept: the queue may be empty, since Linux takes the
+// descriptor before it looks); if the spare cannot be taken back
+// afterwards, that connection is closed at once and errNoDescriptor
+// returned, else it is served. Without a spare, err is returned and the
+// accept loop backs off.
+func (t *portableTransport) acceptWithSpare(err error) (*net.TCPConn, error) {
+	if t.spare == nil {
+		if t.spare, _ = os.Open(os.DevNull); t.spare == nil {
+			return nil, err
+		}
+	}
+	t.spare.Close()
+	nc, aerr := t.ln.AcceptTCP()
+	t.spare, _ = os.Open(os.DevNull)
+	if aerr != nil || t.spare != nil {
+		return nc, aerr
+	}
+	nc.Close()
+	t.spare, _ = os.Open(os.DevNull) // nil if the number was taken meanwhile: tried again next time
+	t.stats.accepted.Add(1)
+	t.stats.rejected.Add(1)
+	if !t.shedding {
+		t.srv.logger.Warn("out of file descriptors: new connections are closed at accept until some are free", "err", err)
+		t.shedding = true
+	}
+	return nil, errNoDescriptor
+}
+
+// closeSpare releases the spare descriptor, once the accept loop is done.
+func (t *portableTransport) closeSpare() {
+	if t.spare != nil {
+		t.spare.Close()
+		t.spare = nil
+	}
+}
+
 // configure applies the socket options the reactor's Acceptor applies.
 func (t *portableTransport) configure(nc *net.TCPConn) {
 	cfg := &t.srv.cfg
@@ -194,6 +255,7 @@ func (t *portableTransport) configure(nc *net.TCPConn) {
 func (t *portableTransport) stopAccepting() {
 	t.ln.Close()
 	<-t.acceptDone
+	t.closeSpare()
 }
 
 // drain stops every connection from reading a new request. A goroutine

@@ -15,6 +15,10 @@ import (
 // Shutdown or a second Start.
 var ErrServerClosed = errors.New("network: server closed")
 
+// errNoDescriptor says that an acceptor closed a connection at once for
+// want of a file descriptor (see Acceptor.acceptWithSpare).
+var errNoDescriptor = errors.New("network: connection closed at accept: no file descriptor left")
+
 // Server is a Kafka-style network server: it reads size-prefixed requests,
 // hands them to a Handler through a bounded RequestChannel and a
 // RequestHandlerPool, and writes the responses back in request order.

@@ -12,7 +12,7 @@ import (
 type Stats struct {
 	OpenConnections     int64  // now: connections accepted and not yet closed
 	AcceptedConnections uint64 // connections accepted, including rejected ones
-	RejectedConnections uint64 // closed at accept because of MaxConnections
+	RejectedConnections uint64 // closed at accept because of MaxConnections, or for want of a file descriptor
 
 	RequestsRead     uint64 // complete frames read and handed on
 	ResponsesSent    uint64 // responses written in full (Close with no Sends counts too)

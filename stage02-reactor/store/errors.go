@@ -24,17 +24,22 @@ var (
 	kerrUnknownTopicOrPartition = kerr.UnknownTopicOrPartition.Code
 	kerrCorruptMessage          = kerr.CorruptMessage.Code
 	kerrMessageTooLarge         = kerr.MessageTooLarge.Code
+	kerrRecordListTooLarge      = kerr.RecordListTooLarge.Code
 	kerrKafkaStorageError       = kerr.KafkaStorageError.Code
 	kerrInconsistentTopicID     = kerr.InconsistentTopicID.Code
 )
 
-// AppendErrorCode maps an append failure to Kafka's error code.
+// AppendErrorCode maps an append failure to Kafka's error code. A batch
+// larger than segment.bytes is RECORD_LIST_TOO_LARGE (18), Kafka's
+// RecordBatchTooLargeException from UnifiedLog.append: it could never fit
+// in a segment. (A batch over message.max.bytes is MESSAGE_TOO_LARGE, 10,
+// refused before the append by the produce validation.)
 func AppendErrorCode(err error) int16 {
 	switch {
 	case record.IsCorrupt(err):
 		return kerrCorruptMessage
 	case errors.Is(err, commitlog.ErrBatchTooLarge):
-		return kerrMessageTooLarge
+		return kerrRecordListTooLarge
 	case errors.Is(err, commitlog.ErrClosed):
 		return kerrUnknownTopicOrPartition // the partition was deleted meanwhile
 	}

@@ -1,10 +1,13 @@
 package store
 
 import (
+	"errors"
+	"fmt"
 	"path/filepath"
 	"testing"
 
 	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kerr"
 
 	"github.com/kafkaworkbook/workbook/stage01-log/commitlog"
 	"github.com/kafkaworkbook/workbook/stage01-log/record"
@@ -54,5 +57,23 @@ func TestRetentionStopsAtTheRetentionLimit(t *testing.T) {
 			require.LessOrEqual(t, l.StartOffset(), int64(limit), "nothing at or past the limit goes")
 			require.Equal(t, []commitlog.TopicPartition{{Topic: "old", Partition: 0}}, asked)
 		})
+	}
+}
+
+// TestAppendErrorCodesAreKafkas: each append failure of the log maps to
+// the code Kafka's UnifiedLog.append gives it; a batch larger than
+// segment.bytes is RECORD_LIST_TOO_LARGE (RecordBatchTooLargeException),
+// not MESSAGE_TOO_LARGE, which is message.max.bytes'.
+func TestAppendErrorCodesAreKafkas(t *testing.T) {
+	for _, tt := range []struct {
+		err  error
+		want int16
+	}{
+		{fmt.Errorf("append: %w", record.ErrCRCMismatch), kerr.CorruptMessage.Code},
+		{fmt.Errorf("append: %w", commitlog.ErrBatchTooLarge), kerr.RecordListTooLarge.Code},
+		{fmt.Errorf("append: %w", commitlog.ErrClosed), kerr.UnknownTopicOrPartition.Code},
+		{errors.New("disk on fire"), kerr.KafkaStorageError.Code},
+	} {
+		require.Equal(t, tt.want, AppendErrorCode(tt.err), "%v", tt.err)
 	}
 }

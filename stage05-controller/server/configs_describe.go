@@ -5,6 +5,7 @@ import (
 	"maps"
 	"slices"
 	"strconv"
+	"sync"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -23,6 +24,19 @@ import (
 // /config/brokers/<id>, /config/brokers/<default>, the properties file
 // and Kafka's defaults. v3+ adds the type and documentation. BROKER_LOGGER
 // (the log4j loggers) is not served: INVALID_REQUEST.
+//
+// The request is bounded as Metadata is: each resource costs its own
+// topic and nothing more. Whether a topic exists comes from one listing of
+// ZooKeeper for the whole request, and each existing topic's config is
+// read once, concurrently with the others (topicLookup), so a request
+// naming 100,000 topics that do not exist costs one ZooKeeper read, not
+// 100,000. A resource named a second time is answered INVALID_REQUEST
+// ("Duplicate resource in request.", what Kafka answers a topic listed
+// twice in CreateTopics) rather than described again: otherwise a request
+// of a few megabytes repeating one topic would make a response of
+// gigabytes. Kafka's own DescribeConfigs describes repeats, and bounds
+// the request only by socket.request.max.bytes; clients name each
+// resource once.
 func (s *Server) describeConfigsAPI() broker.API {
 	return broker.API{Key: 32, MinVersion: 0, MaxVersion: 4, Handle: s.handleDescribeConfigs}
 }
@@ -107,16 +121,33 @@ func (s *Server) topicConfigValues(own map[string]string) []topicConfigValue {
 func (s *Server) handleDescribeConfigs(r *broker.Request) {
 	req := r.Body.(*kmsg.DescribeConfigsRequest)
 	resp := kmsg.NewPtrDescribeConfigsResponse()
+	resp.Resources = make([]kmsg.DescribeConfigsResponseResource, 0, len(req.Resources))
+	topics := s.lookUpTopics(req.Resources)
+	seen := make(map[describedResource]bool, len(req.Resources))
 	for _, res := range req.Resources {
 		out := kmsg.NewDescribeConfigsResponseResource()
 		out.ResourceType, out.ResourceName = res.ResourceType, res.ResourceName
-		configs, code, msg := s.describeResource(res)
+		key := describedResource{res.ResourceType, res.ResourceName}
+		if seen[key] {
+			out.ErrorCode, out.ErrorMessage = kerr.InvalidRequest.Code, kmsg.StringPtr("Duplicate resource in request.")
+			resp.Resources = append(resp.Resources, out)
+			continue
+		}
+		seen[key] = true
+		configs, code, msg := s.describeResource(res, topics)
 		out.ErrorCode = code
 		if msg != "" {
 			out.ErrorMessage = &msg
 		}
+		var wanted map[string]bool
+		if len(res.ConfigNames) > 0 {
+			wanted = make(map[string]bool, len(res.ConfigNames))
+			for _, n := range res.ConfigNames {
+				wanted[n] = true
+			}
+		}
 		for _, c := range configs {
-			if len(res.ConfigNames) > 0 && !slices.Contains(res.ConfigNames, c.Name) {
+			if wanted != nil && !wanted[c.Name] {
 				continue
 			}
 			if !req.IncludeSynonyms {
@@ -133,27 +164,106 @@ func (s *Server) handleDescribeConfigs(r *broker.Request) {
 	r.Respond(resp)
 }
 
+// describedResource is a resource as a request names it: the same twice is
+// answered once.
+type describedResource struct {
+	typ  kmsg.ConfigResourceType
+	name string
+}
+
+// topicLookup is what one DescribeConfigs request needs from ZooKeeper:
+// which topics exist, from one listing of /brokers/topics, and the config
+// of each that exists and is asked for, read once however often it is
+// named. A request naming 100,000 topics cost 100,000 ZooKeeper round
+// trips when each was looked up on its own (10,000 took 5 s, 100,000 over
+// a minute); now it costs one, plus one per existing topic, those read
+// describeConcurrency at a time over the one session. Kafka's broker
+// asks its metadata cache whether a topic exists and reads each one's
+// config from ZooKeeper in turn (ConfigHelper.describeConfigs).
+type topicLookup struct {
+	err     error                        // the listing failed: every topic resource says so
+	exists  map[string]bool              // the topics asked for that exist
+	configs map[string]map[string]string // each existing topic's own config, /config/topics/<t>
+	errs    map[string]error             // each existing topic whose config could not be read
+}
+
+// describeConcurrency is how many topic configs one request reads from
+// ZooKeeper at a time: the session pipelines them, so the wait is about
+// one round trip per describeConcurrency topics.
+const describeConcurrency = 32
+
+// legalTopicName is Kafka's rule for a topic's name (Topic.validate).
+func legalTopicName(name string) bool {
+	return len(name) > 0 && len(name) <= 249 && name != "." && name != ".." && legalTopic.MatchString(name)
+}
+
+// lookUpTopics reads what the request's topic resources need.
+func (s *Server) lookUpTopics(resources []kmsg.DescribeConfigsRequestResource) topicLookup {
+	asked := map[string]bool{}
+	for _, res := range resources {
+		if res.ResourceType == kmsg.ConfigResourceTypeTopic && legalTopicName(res.ResourceName) {
+			asked[res.ResourceName] = true
+		}
+	}
+	if len(asked) == 0 {
+		return topicLookup{}
+	}
+	all, err := s.ZK.Topics()
+	if err != nil {
+		return topicLookup{err: err}
+	}
+	l := topicLookup{exists: map[string]bool{}, configs: map[string]map[string]string{}, errs: map[string]error{}}
+	var existing []string
+	for _, t := range all {
+		if asked[t] {
+			l.exists[t] = true
+			existing = append(existing, t)
+		}
+	}
+	configs := make([]map[string]string, len(existing))
+	errs := make([]error, len(existing))
+	var wg sync.WaitGroup
+	next := make(chan int)
+	for range min(describeConcurrency, len(existing)) {
+		wg.Go(func() {
+			for i := range next {
+				configs[i], errs[i] = s.ZK.TopicConfig(existing[i])
+			}
+		})
+	}
+	for i := range existing {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	for i, t := range existing {
+		if errs[i] != nil {
+			l.errs[t] = errs[i]
+		} else {
+			l.configs[t] = configs[i]
+		}
+	}
+	return l
+}
+
 // describeResource answers one resource: its configs, or an error code
-// and message.
-func (s *Server) describeResource(res kmsg.DescribeConfigsRequestResource) ([]kmsg.DescribeConfigsResponseResourceConfig, int16, string) {
+// and message. topics holds what the request's topic resources need.
+func (s *Server) describeResource(res kmsg.DescribeConfigsRequestResource, topics topicLookup) ([]kmsg.DescribeConfigsResponseResourceConfig, int16, string) {
 	switch res.ResourceType {
 	case kmsg.ConfigResourceTypeTopic:
-		if len(res.ResourceName) == 0 || len(res.ResourceName) > 249 || res.ResourceName == "." || res.ResourceName == ".." ||
-			!legalTopic.MatchString(res.ResourceName) {
+		if !legalTopicName(res.ResourceName) {
 			return nil, kerr.InvalidTopicException.Code, fmt.Sprintf("topic name %q is illegal: up to 249 of [a-zA-Z0-9._-], not . or ..", res.ResourceName)
 		}
-		exists, err := s.ZK.TopicExists(res.ResourceName)
-		if err != nil {
-			return nil, kerr.UnknownServerError.Code, err.Error()
+		if topics.err != nil {
+			return nil, kerr.UnknownServerError.Code, topics.err.Error()
 		}
-		if !exists {
+		if !topics.exists[res.ResourceName] {
 			return nil, kerr.UnknownTopicOrPartition.Code, ""
 		}
-		own, err := s.ZK.TopicConfig(res.ResourceName)
-		if err != nil {
+		if err := topics.errs[res.ResourceName]; err != nil {
 			return nil, kerr.UnknownServerError.Code, err.Error()
 		}
-		return s.describeTopic(own), 0, ""
+		return s.describeTopic(topics.configs[res.ResourceName]), 0, ""
 	case kmsg.ConfigResourceTypeBroker:
 		if res.ResourceName == "" {
 			return s.describeBroker(true), 0, ""
