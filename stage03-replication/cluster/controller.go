@@ -155,6 +155,45 @@ func (ct *Controller) ElectLeader(tp commitlog.TopicPartition, leader int32) err
 	return ct.send([]commitlog.TopicPartition{tp})
 }
 
+// MoveLeader moves tp's leadership to another live member of its ISR, the
+// one pick chooses among them, at the next leader epoch: a clean move, as
+// a preferred leader election or a reassignment makes. The ISR is read in
+// the same decision that writes the new leader, so a leader that shrank
+// the ISR meanwhile cannot have its choice overtaken: nothing acknowledged
+// is lost. It returns the new leader, or -1 if the ISR holds no other live
+// replica (nothing is written then).
+func (ct *Controller) MoveLeader(tp commitlog.TopicPartition, pick func(candidates []int32) int32) (int32, error) {
+	ct.events.Lock()
+	defer ct.events.Unlock()
+	ct.mu.Lock()
+	live := ct.liveFuncLocked()
+	ct.mu.Unlock()
+	leader := int32(-1)
+	moved, err := ct.decide(tp, func(s *PartitionState) (bool, error) {
+		var candidates []int32
+		for _, id := range s.ISR {
+			if id != s.Leader && live(id) {
+				candidates = append(candidates, id)
+			}
+		}
+		if len(candidates) == 0 {
+			leader = -1
+			return false, nil
+		}
+		leader = pick(candidates)
+		if !slices.Contains(candidates, leader) {
+			return false, fmt.Errorf("broker %d is not another live member of %s's ISR %v", leader, tp, s.ISR)
+		}
+		s.Leader = leader
+		s.LeaderEpoch++
+		return true, nil
+	})
+	if err != nil || !moved {
+		return -1, err
+	}
+	return leader, ct.send([]commitlog.TopicPartition{tp})
+}
+
 // BrokerStopped elects, with the election policy (Options.Elect), a new
 // leader for every partition the stopped broker led, and tells the others.
 // Where the policy finds none (by default: no replica is running), the
