@@ -14,7 +14,7 @@ MODULES := $(shell sed -n 's|^[[:space:]]*\./\([A-Za-z0-9_.-]*\).*|\1|p' go.work
 TESTFLAGS ?= -race -count=1 -timeout 15m
 BENCHFLAGS ?= -run '^$$' -benchmem -count=1
 
-.PHONY: help run run-stage03 cluster cluster-down test lint vet fmt mod bench bench-cluster fuzz faults images deps-test deps-kcat deps-images deps-compose $(MODULES:%=test-%) \
+.PHONY: help run run-stage03 cluster cluster-down test lint vet fmt mod bench bench-cluster fuzz faults soak images deps-test deps-kcat deps-images deps-compose $(MODULES:%=test-%) \
 	exercises check exercises-verify \
 	stage01 stage02 stage03 stage04 stage05 stage06 final
 
@@ -30,6 +30,7 @@ help:
 	@echo "make bench-cluster  the final cluster's speed in containers: throughput and latency (about 15 min)"
 	@echo "make fuzz      run each fuzz target for FUZZTIME (default 2m)"
 	@echo "make faults    the long randomized fault suite (SEED=, FAULTS= or DURATION=, KINDS=)"
+	@echo "make soak      stage 04's soak: leader churn, ISR changes, long polls, idempotent produce (SOAK_DURATION=10m)"
 	@echo "make images    build the container images (ZooKeeper, brokers)"
 	@echo "make exercises DIR=../my-workbook STAGES=01   a learner's copy: those stages' exercises blank"
 	@echo "make check STAGE=01   in a learner's copy: which of the stage's exercises pass (no STAGE: every stage)"
@@ -181,6 +182,18 @@ fuzz:
 			done; \
 		done; \
 	done
+
+# The soak (stage 04's TestSoak): leader churn on every replica, ISR
+# shrinks and expansions, parked long polls and an idempotent acks=all
+# producer at once, under the race detector, for SOAK_DURATION (default
+# 10m), then every record checked once and in order; a stall of 30 s fails
+# it with every goroutine's stack. SOAK_SEED replays a run's choices.
+# `make test` runs it for 15 seconds.
+SOAK_DURATION ?= 10m
+SOAK_SEED ?=
+soak:
+	cd stage04-isr-acks && SOAK_DURATION=$(SOAK_DURATION) $(if $(SOAK_SEED),SOAK_SEED=$(SOAK_SEED)) \
+		$(GO) test -race -count=1 -v -run '^TestSoak$$' -timeout 60m ./cluster/
 
 # The fault suite's long run (final/faults): faults drawn at random with
 # SEED (a new one, printed, when empty), FAULTS of them or as many as fit

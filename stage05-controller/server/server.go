@@ -177,7 +177,9 @@ func (s *Server) Shutdown(ctx context.Context) error {
 }
 
 // controlledShutdown asks the controller, up to the configured number of
-// retries, to move this broker's leaderships away.
+// retries, to move this broker's leaderships away and take its follower
+// replicas out of their ISRs (the answer lists the partitions it could
+// not yet do either for).
 func (s *Server) controlledShutdown(ctx context.Context) {
 	for attempt := 0; attempt <= s.cfg.ControlledShutdownRetries; attempt++ {
 		remaining, err := s.askControlledShutdown(ctx)
@@ -185,7 +187,7 @@ func (s *Server) controlledShutdown(ctx context.Context) {
 			s.logger.Info("controlled shutdown succeeded")
 			return
 		}
-		s.logger.Warn("controlled shutdown incomplete", "attempt", attempt+1, "still_leading", remaining, "err", err)
+		s.logger.Warn("controlled shutdown incomplete", "attempt", attempt+1, "partitions_remaining", remaining, "err", err)
 		if attempt == s.cfg.ControlledShutdownRetries {
 			break
 		}
