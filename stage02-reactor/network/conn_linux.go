@@ -121,7 +121,7 @@ func (p *Processor) read(c *conn) {
 	buf := p.scratch
 	if direct {
 		if !p.growBody(c, 0) {
-			p.stopReading(c) // waiting for memory
+			p.stopReading(c, 0) // waiting for memory
 			return
 		}
 		buf = c.body[len(c.body):cap(c.body)]
@@ -435,11 +435,23 @@ func (p *Processor) wantsRead(c *conn) bool {
 }
 
 // stopReading drops EPOLLIN from c's interest set because epoll reported
-// data that c may not read now; without that, level-triggered epoll would
-// report it in every round. A connection held back only by back-pressure
-// is parked, to be resumed when the RequestChannel has room.
-func (p *Processor) stopReading(c *conn) {
-	if p.setInterest(c, c.interest&^epollRead); c.closed {
+// (events) data that c may not read now; without that, level-triggered
+// epoll would report it in every round. A muted connection keeps
+// EPOLLRDHUP until epoll has reported it: the peer's close is what ends a
+// long poll nobody waits for, and tcp_poll, which takes no lock, can report
+// a FIN's byte as data (EPOLLIN) an instant before it reports the shutdown
+// (EPOLLRDHUP) — dropping both then would never hear the close. Once
+// EPOLLRDHUP has been reported and the connection is still not closed (it
+// pipelined requests, which are served first), it is dropped too, or
+// level-triggered epoll would report it in every round. A connection held
+// back only by back-pressure is parked, to be resumed when the
+// RequestChannel has room.
+func (p *Processor) stopReading(c *conn, events uint32) {
+	keep := uint32(0)
+	if c.muted && events&unix.EPOLLRDHUP == 0 {
+		keep = unix.EPOLLRDHUP
+	}
+	if p.setInterest(c, c.interest&^epollRead|keep); c.closed {
 		return
 	}
 	if !c.muted && !c.memWait && !p.draining {

@@ -290,7 +290,7 @@ func (p *Processor) handleEvent(c *conn, events uint32) {
 		if p.wantsRead(c) {
 			p.read(c)
 		} else {
-			p.stopReading(c)
+			p.stopReading(c, events)
 		}
 	}
 }
