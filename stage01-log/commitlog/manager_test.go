@@ -399,7 +399,7 @@ func TestConcurrentCheckpointsLeaveWholeFiles(t *testing.T) {
 		writers.Add(1)
 		go func() {
 			defer writers.Done()
-			for range 50 {
+			for range 25 {
 				if err := m.Checkpoint(); err != nil {
 					report(err)
 					return
