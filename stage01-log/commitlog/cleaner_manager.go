@@ -135,6 +135,14 @@ func (m *Manager) uncleanable(tp TopicPartition) bool {
 
 // writeCleanerCheckpoint writes the first dirty offset of every compacted log.
 func (m *Manager) writeCleanerCheckpoint() error {
+	m.checkpointMu.Lock()
+	defer m.checkpointMu.Unlock()
+	return m.writeCleanerCheckpointLocked()
+}
+
+// writeCleanerCheckpointLocked is writeCleanerCheckpoint with checkpointMu
+// held.
+func (m *Manager) writeCleanerCheckpointLocked() error {
 	points := map[TopicPartition]int64{}
 	for tp, l := range m.snapshot() {
 		l.mu.RLock()

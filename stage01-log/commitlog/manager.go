@@ -72,6 +72,15 @@ type Manager struct {
 	uncleanables map[TopicPartition]error
 
 	cleanerMu sync.Mutex // held for a cleaning round: rounds never overlap
+	// checkpointMu serializes the writers of the directory's checkpoint
+	// files (recovery point, log start offset, cleaner offsets): the
+	// background loop, the cleaner after a round, Close, any caller of
+	// Checkpoint. Each writer takes its snapshot and writes it with
+	// checkpointMu held, so an older snapshot never replaces a newer
+	// one, and two writes never share the temporary file. It is held
+	// across the writes' fsyncs; mu is not, so Get, Create and Delete
+	// never wait for a checkpoint.
+	checkpointMu sync.Mutex
 
 	stop chan struct{}  // closed by Close to end the background loop
 	done sync.WaitGroup // the background loop
@@ -421,8 +430,11 @@ func (m *Manager) FlushDue() error {
 
 // Checkpoint writes the recovery point and log start offset of every log,
 // and the cleaner's checkpoint of every compacted log (a truncation may
-// have lowered it).
+// have lowered it). Calls wait for each other (checkpointMu), never for
+// the Manager's lock.
 func (m *Manager) Checkpoint() error {
+	m.checkpointMu.Lock()
+	defer m.checkpointMu.Unlock()
 	logs := m.snapshot()
 	points := make(map[TopicPartition]int64, len(logs))
 	starts := make(map[TopicPartition]int64, len(logs))
@@ -432,7 +444,7 @@ func (m *Manager) Checkpoint() error {
 	return errors.Join(
 		WriteOffsetCheckpoint(filepath.Join(m.dir, RecoveryPointCheckpointFile), points),
 		WriteOffsetCheckpoint(filepath.Join(m.dir, LogStartOffsetCheckpointFile), starts),
-		m.writeCleanerCheckpoint())
+		m.writeCleanerCheckpointLocked())
 }
 
 // background runs retention, time-based flushes and checkpoints on Kafka's

@@ -1,9 +1,11 @@
 package commitlog
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -314,4 +316,105 @@ func TestATopicDeletedAndCreatedAgainKeepsItsNewLog(t *testing.T) {
 		require.NoError(t, err)
 	}
 	require.Len(t, readAll(t, l, 0), 40)
+}
+
+// TestConcurrentCheckpointsLeaveWholeFiles: checkpoints are written from
+// several goroutines (the background loop, the cleaner after a round, a
+// caller of Checkpoint). Every write goes through the same temporary
+// file, so two at once used to truncate and overwrite each other's file,
+// fail each other's rename, or rename an older snapshot over a newer one.
+// With the writers serialized, every write succeeds, a reader always
+// finds a whole file, and the recovery point it reads never goes back.
+func TestConcurrentCheckpointsLeaveWholeFiles(t *testing.T) {
+	dir := t.TempDir()
+	m := openTestManager(t, dir, managerConfig())
+	var logs []*Log
+	for p := range 40 {
+		l, err := m.Create(TopicPartition{"a-topic-with-a-long-name-so-that-the-files-are-long", int32(p)}, managerConfig().Log)
+		require.NoError(t, err)
+		logs = append(logs, l)
+	}
+	tp0 := TopicPartition{"a-topic-with-a-long-name-so-that-the-files-are-long", 0}
+	path := filepath.Join(dir, RecoveryPointCheckpointFile)
+
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	errs := make(chan error, 100)
+	report := func(err error) {
+		select {
+		case errs <- err:
+		default:
+		}
+	}
+	wg.Add(1)
+	go func() { // the recovery point of tp0 only moves up
+		defer wg.Done()
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			if _, _, err := logs[0].Append(makeBatch(t, i, 1, 10, 0)); err != nil {
+				report(err)
+				return
+			}
+			if err := logs[0].Flush(); err != nil {
+				report(err)
+				return
+			}
+		}
+	}()
+	wg.Add(1)
+	go func() { // a reader of the file, as a restart would read it
+		defer wg.Done()
+		last := int64(-1)
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			points, err := ReadOffsetCheckpoint(path)
+			if err != nil {
+				report(fmt.Errorf("a reader found a torn checkpoint: %w", err))
+				return
+			}
+			if len(points) == 0 {
+				continue // not written yet
+			}
+			if len(points) != len(logs) {
+				report(fmt.Errorf("a reader found %d partitions in the checkpoint, want %d", len(points), len(logs)))
+				return
+			}
+			if points[tp0] < last {
+				report(fmt.Errorf("the recovery point went back from %d to %d: an older snapshot replaced a newer one", last, points[tp0]))
+				return
+			}
+			last = points[tp0]
+		}
+	}()
+	var writers sync.WaitGroup
+	for range 4 {
+		writers.Add(1)
+		go func() {
+			defer writers.Done()
+			for range 25 {
+				if err := m.Checkpoint(); err != nil {
+					report(err)
+					return
+				}
+			}
+		}()
+	}
+	writers.Wait()
+	close(stop)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	points, err := ReadOffsetCheckpoint(path)
+	require.NoError(t, err)
+	require.Len(t, points, len(logs))
 }

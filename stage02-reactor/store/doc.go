@@ -18,7 +18,10 @@
 // broker holds the replicas it is assigned (CreatePartition,
 // DeletePartition). Creating a topic is all or nothing and takes the
 // store's lock only to reserve the name and the partitions and to publish
-// them, so other requests are served while its files are made. A store
+// them, so other requests are served while its files are made. No file is
+// written under that lock at all: topic configs and topic ids have writer
+// locks of their own (configsMu, assignMu), so a lookup, which every
+// Produce and Fetch makes, never waits for the disk. A store
 // holds at most Options.MaxPartitions, by default what the machine's
 // open-file limit allows (DefaultMaxPartitions).
 // Retention runs in the logs' Manager; Options.RetentionLimit keeps it

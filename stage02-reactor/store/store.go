@@ -62,13 +62,19 @@ type Store struct {
 	offline    map[string]map[int32]error              // by topic: logs that failed to open. Protected by mu.
 	creating   map[string]int32                        // topics being created: partitions reserved. Protected by mu.
 	pending    int                                     // single partitions being created (CreatePartition). Protected by mu.
-	configs    map[string]map[string]string            // topic -> its overrides. Protected by mu.
+	configs    map[string]map[string]string            // topic -> its overrides. Protected by mu; written to disk under configsMu.
 
 	// Topic ids (topic_ids.go), from the partitions' partition.metadata.
 	partitionIDs map[commitlog.TopicPartition]TopicID // partitions that have one. Protected by mu.
 	topicIDs     map[string]TopicID                   // a topic's id: its first partition's. Protected by mu.
 	topicNames   map[TopicID]string                   // the inverse of topicIDs. Protected by mu.
 	assignMu     sync.Mutex                           // serializes AssignTopicID's writes of partition.metadata
+
+	// configsMu serializes the writers of topic-configs.json
+	// (persistTopicConfigs), and is held across the write and its fsyncs.
+	// It is taken before mu, which a writer holds only to change or copy
+	// the configs: no lookup ever waits for the disk.
+	configsMu sync.Mutex
 }
 
 // Open opens the log directory dir for broker brokerID, recovering its
@@ -291,13 +297,18 @@ func (s *Store) DeleteTopic(name string) error {
 		delete(s.partitions, p.TopicPartition)
 		s.forgetTopicIDLocked(p.TopicPartition)
 	}
-	var errs []error
-	if _, ok := s.configs[name]; ok && len(parts)+len(offline) > 0 {
-		errs = append(errs, s.saveTopicConfigsLocked(name, nil))
+	_, hadConfigs := s.configs[name]
+	hadConfigs = hadConfigs && len(parts)+len(offline) > 0
+	if hadConfigs {
+		s.setTopicConfigsLocked(name, nil)
 	}
 	s.mu.Unlock()
 	if len(parts)+len(offline) == 0 {
 		return fmt.Errorf("%w: %s", ErrUnknownTopic, name)
+	}
+	var errs []error
+	if hadConfigs {
+		errs = append(errs, s.persistTopicConfigs())
 	}
 	for _, p := range parts {
 		errs = append(errs, s.logs.Delete(p.TopicPartition))

@@ -44,9 +44,9 @@ func (s *Store) SetTopicConfigs(topic string, configs map[string]string) error {
 		return err
 	}
 	s.mu.Lock()
-	err = s.saveTopicConfigsLocked(topic, configs)
+	s.setTopicConfigsLocked(topic, configs)
 	s.mu.Unlock()
-	if err != nil {
+	if err := s.persistTopicConfigs(); err != nil {
 		return err
 	}
 	for _, p := range s.TopicPartitions(topic) {
@@ -77,15 +77,28 @@ func loadTopicConfigs(dir string) (map[string]map[string]string, error) {
 	return out, nil
 }
 
-// saveTopicConfigsLocked sets (or with nil, removes) one topic's configs
-// and persists them all. Called with mu held.
-func (s *Store) saveTopicConfigsLocked(topic string, configs map[string]string) error {
+// setTopicConfigsLocked sets (or with nil, removes) one topic's configs
+// in memory; persistTopicConfigs writes them to disk. Called with mu held.
+func (s *Store) setTopicConfigsLocked(topic string, configs map[string]string) {
 	if configs == nil {
 		delete(s.configs, topic)
 	} else {
-		s.configs[topic] = configs
+		s.configs[topic] = maps.Clone(configs) // the caller's map stays the caller's
 	}
+}
+
+// persistTopicConfigs writes every topic's configs, as they are now, to
+// topic-configs.json (a temporary file, fsynced and renamed). configsMu
+// orders the writers: each copies the configs after the change it
+// persists, so an older copy never replaces a newer one. mu is held only
+// for the copy, never across the write: lookups, which every Produce and
+// Fetch makes, never wait for the disk. Called with neither lock held.
+func (s *Store) persistTopicConfigs() error {
+	s.configsMu.Lock()
+	defer s.configsMu.Unlock()
+	s.mu.RLock()
 	data, err := json.MarshalIndent(s.configs, "", "  ")
+	s.mu.RUnlock()
 	if err != nil {
 		return err
 	}

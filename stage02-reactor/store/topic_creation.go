@@ -99,8 +99,9 @@ func (s *Store) createLogs(name string, id TopicID, partitions int32, configs ma
 		}
 		if len(configs) > 0 {
 			s.mu.Lock()
-			err = errors.Join(err, s.saveTopicConfigsLocked(name, nil))
+			s.setTopicConfigsLocked(name, nil)
 			s.mu.Unlock()
+			err = errors.Join(err, s.persistTopicConfigs())
 		}
 		if rerr := os.Remove(marker); rerr != nil && !errors.Is(rerr, os.ErrNotExist) {
 			s.logger.Error("could not remove a failed topic creation's marker; the next start removes the topic",
@@ -109,9 +110,9 @@ func (s *Store) createLogs(name string, id TopicID, partitions int32, configs ma
 	}()
 	if len(configs) > 0 {
 		s.mu.Lock()
-		err := s.saveTopicConfigsLocked(name, configs)
+		s.setTopicConfigsLocked(name, configs)
 		s.mu.Unlock()
-		if err != nil {
+		if err := s.persistTopicConfigs(); err != nil {
 			return nil, err
 		}
 	}
@@ -155,6 +156,9 @@ func (s *Store) finishInterruptedCreations() error {
 		if err := s.removeTopicLocked(topic); err != nil {
 			return err
 		}
+		if err := s.persistTopicConfigs(); err != nil {
+			return err
+		}
 		if err := os.Remove(filepath.Join(s.dir, e.Name())); err != nil {
 			return err
 		}
@@ -163,8 +167,9 @@ func (s *Store) finishInterruptedCreations() error {
 }
 
 // removeTopicLocked forgets a topic and deletes its logs at once (those that
-// opened and those offline) and its configs: a creation undone. Called with
-// mu held, or before the store is shared.
+// opened and those offline) and its configs in memory (the caller persists
+// them): a creation undone. Called with mu held, or before the store is
+// shared.
 func (s *Store) removeTopicLocked(topic string) error {
 	var errs []error
 	for _, p := range s.topics[topic] {
@@ -176,8 +181,6 @@ func (s *Store) removeTopicLocked(topic string) error {
 		errs = append(errs, s.logs.DeleteOffline(commitlog.TopicPartition{Topic: topic, Partition: id}))
 	}
 	delete(s.offline, topic)
-	if _, ok := s.configs[topic]; ok {
-		errs = append(errs, s.saveTopicConfigsLocked(topic, nil))
-	}
+	s.setTopicConfigsLocked(topic, nil)
 	return errors.Join(errs...)
 }
