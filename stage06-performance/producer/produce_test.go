@@ -110,3 +110,40 @@ func TestARecordNotAcknowledgedWithinDeliveryTimeoutFails(t *testing.T) {
 	t.Logf("failed after %v: %v", time.Since(start), failed[0])
 	g.Release()
 }
+
+// TestACallbackMayProduceTheNextRecord: a callback that produces the
+// next record, a common way to send records one after the other, runs to
+// the end of its chain in both sender modes. Callbacks run with no lock
+// of the producer held, and Produce never waits for the goroutine that
+// runs them: a new batch takes its buffer from buffer.memory (the batch
+// whose callback is running gives its own back after the callbacks) and
+// only signals its sender.
+func TestACallbackMayProduceTheNextRecord(t *testing.T) {
+	addr := startBroker(t)
+	createTopic(t, []string{addr}, "chain", 3, 1)
+	for _, mode := range senderModes {
+		t.Run(mode.name, func(t *testing.T) {
+			p := newProducerWith(t, mode.single, []string{addr}, "acks", "1")
+			ctx := ctx(t)
+			a := newAcks()
+			const n = 300
+			prefix := mode.name + "-"
+			var produce func(i int)
+			produce = func(i int) {
+				r := &producer.Record{Topic: "chain", Value: []byte(prefix + strconv.Itoa(i))}
+				err := p.Produce(ctx, r, func(r *producer.Record, err error) {
+					a.callback(r, err)
+					if err == nil && i+1 < n {
+						produce(i + 1) // on the goroutine that runs callbacks
+					}
+				})
+				if err != nil {
+					a.callback(r, err)
+				}
+			}
+			produce(0)
+			a.waitFor(t, n, 30*time.Second)
+			require.Equal(t, n, requireOnceInOrder(t, a, n, readAll(t, []string{addr}, "chain"), prefix))
+		})
+	}
+}

@@ -127,9 +127,13 @@ func New(cfg Config, opts Options) (*Producer, error) {
 //
 // Callbacks run on the goroutine that reads the broker's answers, in the
 // order of each partition's records, as Kafka runs them on its I/O
-// thread: a callback must be quick, and must not call Flush or Close, nor
-// Produce a record that may wait for buffer memory (the memory comes back
-// on the goroutine the callback holds).
+// thread, and with no lock of the producer held: a callback may Produce,
+// the next record of a chain for instance. It must be quick, and must not
+// call Flush or Close, nor Produce where that Produce may wait: for
+// buffer memory (the memory comes back on the goroutine the callback
+// holds), or for the metadata of a topic not produced to before (the
+// answer comes back on a connection whose reader may be that goroutine;
+// Kafka's I/O thread has the same limit).
 func (p *Producer) Produce(ctx context.Context, r *Record, cb func(*Record, error)) error {
 	if p.closing.Load() {
 		return ErrClosed

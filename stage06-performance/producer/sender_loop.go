@@ -26,7 +26,11 @@ import (
 //
 // Nothing in the loop may block on one broker: a connection is dialled on
 // a goroutine of its own, whose end wakes the loop. What still blocks it
-// is InitProducerId with idempotence, as it blocks Kafka's Sender.
+// is InitProducerId with idempotence, as it blocks Kafka's Sender, and a
+// write to a broker that stopped reading: TrySend writes a request whole,
+// so a full socket holds the loop up to the connection's request timeout
+// (request.timeout.ms and a second), when the connection fails. Kafka's
+// Selector would keep the rest of the bytes and move on.
 type senderLoop struct {
 	p    *Producer
 	wake chan struct{} // capacity 1, every broker's sender signals it

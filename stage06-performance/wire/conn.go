@@ -25,6 +25,7 @@ import (
 	"net"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -74,6 +75,13 @@ type call struct {
 }
 
 // Conn is one connection to one broker. Safe for concurrent use.
+//
+// Two goroutines share the socket: writers (the callers of Send and
+// TrySend, one at a time under mu) and the reader (readLoop, which runs
+// each done). Failing the connection takes no lock, so that nothing
+// waits for a write to end before it can give the connection up: a
+// write to a broker that stopped reading holds mu until its socket is
+// closed, and closing it is what fail does.
 type Conn struct {
 	addr      string
 	opts      Options
@@ -84,11 +92,18 @@ type Conn struct {
 	slots chan struct{} // one token per request in flight
 	calls chan *call    // requests in flight, oldest first
 
-	mu   sync.Mutex // serializes writes, correlation ids and failing
-	next int32
-	wbuf []byte
-	err  error         // why the connection is dead; nil while it lives
-	dead chan struct{} // closed when err is set
+	// mu serializes the writers: a request goes on the wire whole, and
+	// its call is queued for the reader in the order of the bytes. It is
+	// held across the socket write, which ends by
+	// Options.RequestTimeout (a write deadline) or when fail closes the
+	// socket. Nothing else is taken or called while it is held.
+	mu   sync.Mutex
+	next int32  // the next correlation id. Protected by mu.
+	wbuf []byte // the request being written. Protected by mu.
+
+	failOnce sync.Once
+	err      atomic.Pointer[error] // why the connection is dead; nil while it lives. Set once, by fail
+	dead     chan struct{}         // closed by fail, after err is set
 }
 
 // Dial connects to addr and learns the broker's API versions.
@@ -164,6 +179,9 @@ func (c *Conn) Request(ctx context.Context, req kmsg.Request) (kmsg.Response, er
 // with its response on the connection's reader goroutine, in the order the
 // requests were sent (it must not block). Send waits while MaxInFlight
 // requests are outstanding: that wait is the producer's back-pressure.
+// It then waits for the socket to take the whole request, which a broker
+// that stopped reading makes last: up to RequestTimeout, after which the
+// connection is given up (ErrRequestTimeout).
 // A Produce request with acks=0 has no response: done runs with a nil
 // response once it is written. When Send returns an error, done never
 // runs.
@@ -183,7 +201,9 @@ func (c *Conn) Send(ctx context.Context, req kmsg.Request, done func(kmsg.Respon
 // slot is taken atomically, so a Request made by another goroutine
 // between a Ready and this call cannot make it block. A single loop that
 // drives many connections (Kafka's Sender over its NetworkClient) sends
-// this way; the done of an answer frees a slot before it runs.
+// this way; the done of an answer frees a slot before it runs. The write
+// itself is Send's: a broker that stopped reading holds it up to
+// RequestTimeout (Kafka's Selector would park the bytes and move on).
 func (c *Conn) TrySend(req kmsg.Request, done func(kmsg.Response, error)) (sent bool, err error) {
 	v, ok := c.Version(req)
 	if !ok {
@@ -236,12 +256,16 @@ func (c *Conn) write(ctx context.Context, req kmsg.Request, done func(kmsg.Respo
 
 // writeSlot writes req once the caller holds a slot; it gives the slot
 // back when done will not run.
+//
+// Invariant: a call is queued only under mu by a writer that found the
+// connection alive under mu, so once fail has run and mu has been free
+// once (readLoop's barrier), no call can be queued any more.
 func (c *Conn) writeSlot(req kmsg.Request, done func(kmsg.Response, error)) error {
 	c.mu.Lock()
-	if c.err != nil {
+	if err := c.Err(); err != nil {
 		c.mu.Unlock()
 		<-c.slots
-		return c.err
+		return err
 	}
 	corr := c.next
 	c.next++
@@ -252,12 +276,17 @@ func (c *Conn) writeSlot(req kmsg.Request, done func(kmsg.Response, error)) erro
 	} else {
 		c.calls <- &call{corr: corr, req: req, done: done} // never blocks: we hold a slot
 	}
-	_, err := c.nc.Write(c.wbuf)
+	// A broker that stops reading fills the socket's buffers and the
+	// write waits: for request.timeout.ms at most, as an answer would.
+	err := c.nc.SetWriteDeadline(time.Now().Add(c.opts.RequestTimeout))
+	if err == nil {
+		_, err = c.nc.Write(c.wbuf)
+	}
 	if cap(c.wbuf) > 1<<20 {
 		c.wbuf = nil // don't keep one huge request's buffer for ever
 	}
 	if err != nil {
-		c.failLocked(fmt.Errorf("write to %s: %w", c.addr, err))
+		c.fail(c.writeErr(err))
 		c.mu.Unlock()
 		if noResponse {
 			<-c.slots
@@ -309,10 +338,14 @@ func (c *Conn) readLoop() {
 		}
 		c.complete(cl, resp, nil)
 	}
+	c.fail(err)
+	// A writer that found the connection alive may still be queueing its
+	// call: wait for mu to be free once (fail closed the socket, so a
+	// write stuck under it ends now). From then on nobody queues a call:
+	// drain what is left.
 	c.mu.Lock()
-	c.failLocked(err)
 	c.mu.Unlock()
-	for { // nobody enqueues after failLocked: drain what is left
+	for {
 		select {
 		case cl := <-c.calls:
 			c.complete(cl, nil, c.Err())
@@ -350,6 +383,20 @@ func (c *Conn) readFrame(size []byte, corr int32) ([]byte, error) {
 	return frame[4:], nil
 }
 
+// writeErr says why a write failed: the request timeout, the reason the
+// connection was closed under it, or the socket's error.
+func (c *Conn) writeErr(err error) error {
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		return fmt.Errorf("%w: a request to %s was not written within %v", ErrRequestTimeout, c.addr, c.opts.RequestTimeout)
+	}
+	if errors.Is(err, net.ErrClosed) {
+		if cerr := c.Err(); cerr != nil {
+			return cerr
+		}
+	}
+	return fmt.Errorf("write to %s: %w", c.addr, err)
+}
+
 func (c *Conn) readErr(err error) error {
 	if errors.Is(err, os.ErrDeadlineExceeded) {
 		return fmt.Errorf("%w: no response from %s within %v", ErrRequestTimeout, c.addr, c.opts.RequestTimeout)
@@ -384,35 +431,36 @@ func skipTags(b []byte) ([]byte, error) {
 	return b, nil
 }
 
-// failLocked marks the connection dead with err (the first error wins)
-// and closes the socket; c.mu is held.
-func (c *Conn) failLocked(err error) {
-	if c.err != nil {
-		return
-	}
-	if err == nil {
-		err = net.ErrClosed
-	}
-	c.err = err
-	close(c.dead)
-	c.nc.Close()
+// fail marks the connection dead with err (the first error wins) and
+// closes the socket, which ends a write or a read under way. It takes no
+// lock: it must not wait for a writer stuck on a broker that stopped
+// reading.
+func (c *Conn) fail(err error) {
+	c.failOnce.Do(func() {
+		if err == nil {
+			err = net.ErrClosed
+		}
+		c.err.Store(&err)
+		close(c.dead)
+		c.nc.Close()
+	})
 }
 
-// Err is why the connection is dead, or nil while it lives.
+// Err is why the connection is dead, or nil while it lives. It never
+// waits.
 func (c *Conn) Err() error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.err
+	if err := c.err.Load(); err != nil {
+		return *err
+	}
+	return nil
 }
 
 // Dead is closed when the connection dies; Err says why.
 func (c *Conn) Dead() <-chan struct{} { return c.dead }
 
 // Close closes the connection; requests in flight fail with
-// net.ErrClosed.
+// net.ErrClosed, a write under way included. It does not wait for them.
 func (c *Conn) Close() error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.failLocked(fmt.Errorf("connection to %s: %w", c.addr, net.ErrClosed))
+	c.fail(fmt.Errorf("connection to %s: %w", c.addr, net.ErrClosed))
 	return nil
 }
