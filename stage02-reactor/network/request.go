@@ -90,8 +90,8 @@ func (r *Request) Done() <-chan struct{} {
 	}
 	done, watch := r.done, first && !r.canceled && r.from != nil
 	r.doneMu.Unlock()
-	// Outside doneMu: watch takes the connection's lock, which a closing
-	// connection holds while it cancels (doneMu): the other order.
+	// Outside doneMu: watch takes the connection's lock, and the two never
+	// nest (a closing connection cancels after it has released its own).
 	if watch {
 		r.from.watch(r)
 	}
