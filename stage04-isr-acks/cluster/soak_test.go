@@ -139,15 +139,16 @@ func TestSoak(t *testing.T) {
 	// partition reads as 0, 1, 2, ... with no gap and no repeat.
 	ctx, cancelConsumers := context.WithCancel(context.Background())
 	defer cancelConsumers()
+	var consumers sync.WaitGroup // apart from workers: they read until the end
 	for c := range 2 {
 		consumer, err := kgo.NewClient(kgo.SeedBrokers(tc.Addrs()...), kgo.FetchMaxWait(500*time.Millisecond),
 			kgo.MetadataMinAge(50*time.Millisecond),
 			kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: offsetsAtStart(partitions)}))
 		require.NoError(t, err)
 		defer consumer.Close()
-		workers.Add(1)
+		consumers.Add(1)
 		go func() {
-			defer workers.Done()
+			defer consumers.Done()
 			next := make([]int, partitions)
 			for ctx.Err() == nil {
 				fs := consumer.PollFetches(ctx)
@@ -261,6 +262,7 @@ func TestSoak(t *testing.T) {
 		require.Len(t, read, sent[tp.Partition], "%s: every record sent is acknowledged and read", tp)
 	}
 	cancelConsumers()
+	consumers.Wait()
 	mu.Lock()
 	require.Empty(t, problems, "the consumers read every partition as one gapless sequence")
 	mu.Unlock()
