@@ -32,5 +32,15 @@
 // (keyed by group), a DelayedHeartbeat per member (keyed by group and
 // member). Their callbacks take the group's lock, so this package never
 // calls the purgatory while holding a group's lock: group.later queues the
-// call, and unlock runs it.
+// call, and unlock runs it. The caller's code runs the same way: a
+// request's respond callback and the Writer's Append are called with no
+// group's lock (nor the Coordinator's) held, so either may call the
+// coordinator again.
+//
+// Locks: Coordinator.mu (the partitions owned and the map of groups) is
+// held for map operations only; each Group's mu guards the group and is
+// never held across an append, an answer or a purgatory call. A purgatory
+// operation's lock may be held when a group's is taken (TryComplete), and
+// a group's when the Coordinator's is (a group that dies leaves the map);
+// never the other way round.
 package group

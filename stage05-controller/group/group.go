@@ -165,7 +165,8 @@ type Group struct {
 	join           *delayedJoin // the rebalance in progress, if any
 	offsets        map[commitlog.TopicPartition]Offset
 	// after holds what must run once mu is released: purgatory calls
-	// (whose callbacks take mu) and answers.
+	// (whose callbacks take mu), appends to __consumer_offsets (Writer)
+	// and answers (reply).
 	after []func()
 }
 
@@ -182,6 +183,12 @@ func (g *Group) lock() { g.mu.Lock() }
 
 // later queues f to run when the lock is released.
 func (g *Group) later(f func()) { g.after = append(g.after, f) }
+
+// reply answers a request while the lock is held: respond is the
+// caller's (the server hands the answer to the network layer, which
+// encodes it; a test's may send the next request), so it runs once the
+// lock is released, as every answer of this package does.
+func reply[T any](g *Group, respond func(T), resp T) { g.later(func() { respond(resp) }) }
 
 // unlock releases the lock and runs what was queued meanwhile.
 func (g *Group) unlock() {

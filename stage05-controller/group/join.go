@@ -18,7 +18,7 @@ type JoinRequest struct {
 
 // JoinGroup handles a JoinGroup request; respond is called exactly once,
 // possibly much later (when the rebalance completes) and from another
-// goroutine.
+// goroutine, never with a lock of the coordinator held.
 func (c *Coordinator) JoinGroup(req JoinRequest, respond func(*kmsg.JoinGroupResponse)) {
 	session := time.Duration(req.SessionTimeoutMillis) * time.Millisecond
 	rebalance := time.Duration(req.RebalanceTimeoutMillis) * time.Millisecond
@@ -44,15 +44,15 @@ func (c *Coordinator) JoinGroup(req JoinRequest, respond func(*kmsg.JoinGroupRes
 	}
 	defer g.unlock()
 	if g.is(Dead) { // deleted or unloaded since the lookup: the client looks again
-		respond(joinError(req.MemberID, kerr.CoordinatorNotAvailable.Code))
+		reply(g, respond, joinError(req.MemberID, kerr.CoordinatorNotAvailable.Code))
 		return
 	}
 	if !g.supports(req.ProtocolType, protos) {
-		respond(joinError(req.MemberID, kerr.InconsistentGroupProtocol.Code))
+		reply(g, respond, joinError(req.MemberID, kerr.InconsistentGroupProtocol.Code))
 		return
 	}
 	if code := c.checkRecordBound(g, req.MemberID, req.InstanceID, protos); code != 0 {
-		respond(joinError("", code))
+		reply(g, respond, joinError("", code))
 		return
 	}
 	m := &member{instanceID: req.InstanceID, clientID: req.ClientID, clientHost: req.ClientHost, rebalance: rebalance,
@@ -122,7 +122,7 @@ func newMemberID(clientID string) string {
 // on its side and who retries is not counted twice.
 func (c *Coordinator) joinUnknown(g *Group, m *member, version int16, respond func(*kmsg.JoinGroupResponse)) {
 	if len(g.members)+len(g.pending) >= c.cfg.MaxSize {
-		respond(joinError("", kerr.GroupMaxSizeReached.Code))
+		reply(g, respond, joinError("", kerr.GroupMaxSizeReached.Code))
 		return
 	}
 	m.id = newMemberID(m.clientID)
@@ -132,7 +132,7 @@ func (c *Coordinator) joinUnknown(g *Group, m *member, version int16, respond fu
 	case version >= 4:
 		g.pending[m.id] = true
 		c.schedulePendingExpiry(g, m.id, m.session)
-		respond(joinError(m.id, kerr.MemberIDRequired.Code))
+		reply(g, respond, joinError(m.id, kerr.MemberIDRequired.Code))
 	default:
 		c.addAndRebalance(g, m, respond)
 	}
@@ -201,7 +201,7 @@ func (c *Coordinator) joinKnown(g *Group, m *member, respond func(*kmsg.JoinGrou
 	}
 	existing := g.members[m.id]
 	if code := g.checkMember(m.id, m.instanceID); code != 0 {
-		respond(joinError(m.id, code))
+		reply(g, respond, joinError(m.id, code))
 		return
 	}
 	switch g.state {
@@ -209,7 +209,7 @@ func (c *Coordinator) joinKnown(g *Group, m *member, respond func(*kmsg.JoinGrou
 		c.updateAndRebalance(g, existing, m.protocols, respond)
 	case CompletingRebalance:
 		if existing.matches(m.protocols) { // its JoinGroup answer was lost: send it again
-			respond(c.joinResponse(g, existing))
+			reply(g, respond, c.joinResponse(g, existing))
 			return
 		}
 		c.updateAndRebalance(g, existing, m.protocols, respond)
@@ -221,7 +221,7 @@ func (c *Coordinator) joinKnown(g *Group, m *member, respond func(*kmsg.JoinGrou
 			return
 		}
 		c.scheduleHeartbeat(g, existing, existing.session)
-		respond(c.joinResponse(g, existing))
+		reply(g, respond, c.joinResponse(g, existing))
 	}
 }
 
@@ -434,7 +434,7 @@ func joinError(memberID string, code int16) *kmsg.JoinGroupResponse {
 func (c *Coordinator) answerJoin(g *Group, m *member, resp *kmsg.JoinGroupResponse) {
 	respond := m.awaitingJoin
 	m.awaitingJoin = nil
-	g.later(func() { respond(resp) })
+	reply(g, respond, resp)
 }
 
 func syncError(code int16) *kmsg.SyncGroupResponse {
@@ -446,7 +446,7 @@ func syncError(code int16) *kmsg.SyncGroupResponse {
 func (c *Coordinator) answerSync(g *Group, m *member, resp *kmsg.SyncGroupResponse) {
 	respond := m.awaitingSync
 	m.awaitingSync = nil
-	g.later(func() { respond(resp) })
+	reply(g, respond, resp)
 }
 
 // SyncGroup handles a SyncGroup request: followers wait for the leader's
@@ -464,30 +464,30 @@ func (c *Coordinator) SyncGroup(req *kmsg.SyncGroupRequest, respond func(*kmsg.S
 	}
 	defer g.unlock()
 	if g.is(Dead) {
-		respond(syncError(kerr.CoordinatorNotAvailable.Code))
+		reply(g, respond, syncError(kerr.CoordinatorNotAvailable.Code))
 		return
 	}
 	if code := g.checkMember(req.MemberID, req.InstanceID); code != 0 {
-		respond(syncError(code))
+		reply(g, respond, syncError(code))
 		return
 	}
 	if req.Generation != g.generation {
-		respond(syncError(kerr.IllegalGeneration.Code))
+		reply(g, respond, syncError(kerr.IllegalGeneration.Code))
 		return
 	}
 	if req.ProtocolType != nil && *req.ProtocolType != g.protoType || req.Protocol != nil && *req.Protocol != g.protocol {
-		respond(syncError(kerr.InconsistentGroupProtocol.Code))
+		reply(g, respond, syncError(kerr.InconsistentGroupProtocol.Code))
 		return
 	}
 	m := g.members[req.MemberID]
 	switch g.state {
 	case Empty:
-		respond(syncError(kerr.UnknownMemberID.Code))
+		reply(g, respond, syncError(kerr.UnknownMemberID.Code))
 	case PreparingRebalance:
-		respond(syncError(kerr.RebalanceInProgress.Code))
+		reply(g, respond, syncError(kerr.RebalanceInProgress.Code))
 	case Stable:
 		c.scheduleHeartbeat(g, m, m.session)
-		respond(c.syncResponse(g, m))
+		reply(g, respond, c.syncResponse(g, m))
 	case CompletingRebalance:
 		if m.awaitingSync != nil { // a retry replaces the first
 			c.answerSync(g, m, syncError(kerr.RebalanceInProgress.Code))

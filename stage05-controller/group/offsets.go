@@ -47,7 +47,7 @@ func (c *Coordinator) OffsetCommit(req *kmsg.OffsetCommitRequest, respond func(*
 	defer g.unlock()
 	if code := c.checkCommit(g, req, simple); code != 0 {
 		fill(all(code))
-		respond(resp)
+		reply(g, respond, resp)
 		return
 	}
 	now := c.now().UnixMilli()
@@ -80,7 +80,7 @@ func (c *Coordinator) OffsetCommit(req *kmsg.OffsetCommitRequest, respond func(*
 		}
 	}
 	if len(keys) == 0 {
-		respond(resp)
+		reply(g, respond, resp)
 		return
 	}
 	c.store(g, keys, values, func(code int16) {
@@ -371,7 +371,7 @@ func (c *Coordinator) OffsetDelete(req *kmsg.OffsetDeleteRequest, respond func(*
 	defer g.unlock()
 	if g.is(Dead) {
 		resp.ErrorCode = kerr.GroupIDNotFound.Code
-		respond(resp)
+		reply(g, respond, resp)
 		return
 	}
 	subscribed := map[string]bool{}
@@ -379,7 +379,7 @@ func (c *Coordinator) OffsetDelete(req *kmsg.OffsetDeleteRequest, respond func(*
 		topics, ok := g.subscribedTopics()
 		if !ok {
 			resp.ErrorCode = kerr.NonEmptyGroup.Code
-			respond(resp)
+			reply(g, respond, resp)
 			return
 		}
 		subscribed = topics
@@ -405,7 +405,7 @@ func (c *Coordinator) OffsetDelete(req *kmsg.OffsetDeleteRequest, respond func(*
 		resp.Topics = append(resp.Topics, rt)
 	}
 	if len(keys) == 0 {
-		respond(resp)
+		reply(g, respond, resp)
 		return
 	}
 	c.store(g, keys, values, func(code int16) {
