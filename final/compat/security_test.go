@@ -92,17 +92,23 @@ func roundTrip(t *testing.T, topic string, opts ...kgo.Opt) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	cl, err := kgo.NewClient(append(opts, kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
-		kgo.AllowAutoTopicCreation())...)
+	// The topic is created first, by a client that does not consume: a
+	// consumer's Metadata request would have the broker create it with
+	// its defaults (auto.create.topics.enable, as Kafka), and this
+	// CreateTopics would find it there.
+	admin, err := kgo.NewClient(opts...)
 	require.NoError(t, err)
-	defer cl.Close()
 	req := kmsg.NewPtrCreateTopicsRequest()
 	rt := kmsg.NewCreateTopicsRequestTopic()
 	rt.Topic, rt.NumPartitions, rt.ReplicationFactor = topic, 1, 2
 	req.Topics, req.TimeoutMillis = append(req.Topics, rt), 30000
-	resp, err := req.RequestWith(ctx, cl)
+	resp, err := req.RequestWith(ctx, admin)
+	admin.Close()
 	require.NoError(t, err)
 	require.NoError(t, kerr.ErrorForCode(resp.Topics[0].ErrorCode))
+	cl, err := kgo.NewClient(append(opts, kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))...)
+	require.NoError(t, err)
+	defer cl.Close()
 	want := []string{topic + " one", topic + " two", topic + " three"}
 	for _, v := range want {
 		require.NoError(t, cl.ProduceSync(ctx, &kgo.Record{Topic: topic, Value: []byte(v)}).FirstErr())
