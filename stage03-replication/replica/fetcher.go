@@ -345,6 +345,14 @@ func (f *fetcher) finishTruncation(tp commitlog.TopicPartition, s *fetchState, o
 			return
 		}
 		f.logger.Info("truncated diverging log", "partition", tp, "from", before, "to", s.p.Log.EndOffset())
+	} else if err := s.p.Epochs.TruncateFromEnd(before); err != nil {
+		// No record to cut, but an epoch may start at our log end: one we
+		// led without appending (MakeLeader records its epoch there). It
+		// goes, as in Kafka's UnifiedLog.truncateTo; kept, it would be the
+		// next question to the leader again, with the same answer, and
+		// the truncation would never end.
+		f.delay(tp, s, err)
+		return
 	}
 	if done {
 		f.mu.Lock()

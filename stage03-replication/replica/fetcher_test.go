@@ -27,6 +27,41 @@ func followerWithEpochs(t *testing.T, epochs []int32, hw int64) *Partition {
 	return p
 }
 
+// TestAnEpochThatStartsAtOurLogEndIsForgottenWhenTheLeaderAnswers: a
+// broker that led an epoch and appended nothing in it (MakeLeader records
+// the epoch at the log end) becomes a follower and asks its new leader
+// about that epoch. The leader never had it, and answers an epoch we never
+// had either, ending past our log end: the cut lands at our log end and
+// changes no record, but the empty epoch must go (Kafka's
+// UnifiedLog.truncateTo truncates the epoch cache even then), or the
+// follower asks the same question again, gets the same answer, and never
+// fetches: TestSoak's follower stuck for good.
+func TestAnEpochThatStartsAtOurLogEndIsForgottenWhenTheLeaderAnswers(t *testing.T) {
+	p := followerWithEpochs(t, []int32{0, 0, 0, 2, 2, 4}, 4)
+	require.NoError(t, p.MakeLeader(leaderState(6, 0, 1)))
+	require.NoError(t, p.MakeFollower(LeaderAndIsrState{Leader: 1, LeaderEpoch: 7, Replicas: []int32{0, 1}}))
+	require.Equal(t, []EpochEntry{{0, 0}, {2, 3}, {4, 5}, {6, 6}}, p.Epochs.Entries(), "epoch 6 starts at the log end, empty")
+	tp := p.TopicPartition
+	s := &fetchState{p: p, epoch: 7, truncating: true}
+	f := &fetcher{m: &Manager{cfg: Config{BrokerID: 0}}, leaderID: 1, logger: quiet,
+		parts: map[commitlog.TopicPartition]*fetchState{tp: s}}
+
+	// Asked about epoch 6, the leader answers its epoch 5, which ends at 8.
+	rp := kmsg.NewOffsetForLeaderEpochResponseTopicPartition()
+	rp.Partition, rp.LeaderEpoch, rp.EndOffset = tp.Partition, 5, 8
+	f.truncateFromAnswer(tp, s, &rp)
+	require.Equal(t, int64(6), p.Log.EndOffset(), "no record is cut")
+	require.True(t, s.truncating, "it asks again")
+	require.Equal(t, int32(4), p.Epochs.LatestEpoch(), "about the epoch below the empty one: a new question, so the truncation ends")
+
+	// Asked about epoch 4, the leader answers that it ends at 6: done.
+	rp.LeaderEpoch, rp.EndOffset = 4, 6
+	f.truncateFromAnswer(tp, s, &rp)
+	require.False(t, s.truncating)
+	require.Equal(t, int64(6), p.Log.EndOffset())
+	require.Equal(t, []EpochEntry{{0, 0}, {2, 3}, {4, 5}}, p.Epochs.Entries())
+}
+
 // TestFollowerTruncatesWhereTheLeadersAnswerSays applies one
 // OffsetsForLeaderEpoch answer to a follower whose log holds epoch 0 at
 // [0, 3), epoch 2 at [3, 5) and epoch 4 at [5, 6), and checks where it cuts

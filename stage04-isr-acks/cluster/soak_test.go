@@ -76,14 +76,19 @@ func TestSoak(t *testing.T) {
 	}
 	waitAllISRs := func(within time.Duration) {
 		t.Helper()
-		require.Eventually(t, func() bool {
+		whole := func() bool {
 			for _, tp := range tps {
 				if isr, _, err := tc.ISR(tp); err != nil || len(isr) != 3 {
 					return false
 				}
 			}
 			return true
-		}, within, 10*time.Millisecond, "every ISR whole")
+		}
+		for deadline := time.Now().Add(within); !whole(); time.Sleep(10 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("an ISR is not whole after %s; partitions:\n%s", within, describePartitions(tc, tps))
+			}
+		}
 	}
 	waitAllISRs(30 * time.Second)
 
@@ -101,8 +106,10 @@ func TestSoak(t *testing.T) {
 		}
 	}
 
-	// The producer.
+	// The producer, whose last log lines a stall prints.
+	plog := &ringLog{max: 300}
 	cl, err := kgo.NewClient(kgo.SeedBrokers(tc.Addrs()...), kgo.DefaultProduceTopic(topic),
+		kgo.WithLogger(kgo.BasicLogger(plog, kgo.LogLevelInfo, nil)),
 		kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.RequiredAcks(kgo.AllISRAcks()),
 		kgo.MaxBufferedRecords(2000), kgo.MetadataMinAge(50*time.Millisecond),
 		kgo.RetryBackoffFn(func(int) time.Duration { return 20 * time.Millisecond }))
@@ -234,8 +241,9 @@ func TestSoak(t *testing.T) {
 			close(stop)
 			var stacks strings.Builder
 			_ = pprof.Lookup("goroutine").WriteTo(&stacks, 2)
-			t.Fatalf("no record acknowledged for 30 s after %d (moves %d, pauses %d): a deadlock or a stuck state; goroutines:\n%s",
-				last, moves.Load(), pauses.Load(), stacks.String())
+			t.Fatalf("no record acknowledged for 30 s after %d (moves %d, pauses %d): a deadlock or a stuck state\n"+
+				"partitions:\n%s\nthe producer's last log lines:\n%s\ngoroutines:\n%s",
+				last, moves.Load(), pauses.Load(), describePartitions(tc, tps), plog.String(), stacks.String())
 		}
 		if sec := int(time.Since(start).Seconds()); sec%10 == 0 {
 			t.Logf("%3ds: %d acknowledged, %d leader moves, %d fetch pauses", sec, acked.Load(), moves.Load(), pauses.Load())
@@ -278,4 +286,59 @@ func offsetsAtStart(partitions int) map[int32]kgo.Offset {
 		out[int32(p)] = kgo.NewOffset().AtStart()
 	}
 	return out
+}
+
+// describePartitions is what each broker holds of each partition, and the
+// state store's leader and ISR: what a stall is read from.
+func describePartitions(tc *testCluster, tps []commitlog.TopicPartition) string {
+	var b strings.Builder
+	for _, tp := range tps {
+		isr, version, err := tc.ISR(tp)
+		fmt.Fprintf(&b, "%s: stored ISR %v (version %d, err %v)\n", tp, isr, version, err)
+		for id := int32(0); id < 3; id++ {
+			s, ok := tc.Server(id)
+			if !ok {
+				fmt.Fprintf(&b, "  broker %d: not running\n", id)
+				continue
+			}
+			p, ok := s.Replicas.Partition(tp.Topic, tp.Partition)
+			if !ok {
+				fmt.Fprintf(&b, "  broker %d: no partition\n", id)
+				continue
+			}
+			leader, epoch := p.Leader()
+			_, inISR := p.Replicas()
+			fmt.Fprintf(&b, "  broker %d: %v, leader %d epoch %d, isr %v, log end %d, high watermark %d", id, p.Role(), leader, epoch, inISR, p.Log.EndOffset(), p.HighWatermark())
+			for _, r := range []int32{0, 1, 2} {
+				if st, ok := p.Remote(r); ok {
+					fmt.Fprintf(&b, "; follower %d at %d, caught up %s ago", r, st.LogEndOffset, time.Since(st.LastCaughtUpTime).Round(time.Millisecond))
+				}
+			}
+			fmt.Fprintf(&b, "; epochs %v\n", p.Epochs.Entries())
+		}
+	}
+	return b.String()
+}
+
+// ringLog keeps the last max lines written to it.
+type ringLog struct {
+	mu    sync.Mutex
+	max   int
+	lines []string
+}
+
+func (r *ringLog) Write(p []byte) (int, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.lines = append(r.lines, strings.TrimRight(string(p), "\n"))
+	if len(r.lines) > r.max {
+		r.lines = r.lines[len(r.lines)-r.max:]
+	}
+	return len(p), nil
+}
+
+func (r *ringLog) String() string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return strings.Join(r.lines, "\n")
 }
