@@ -28,6 +28,7 @@ import (
 	"time"
 
 	"github.com/kafkaworkbook/workbook/stage01-log/commitlog"
+	"github.com/kafkaworkbook/workbook/stage02-reactor/broker"
 	base "github.com/kafkaworkbook/workbook/stage03-replication/cluster"
 	s3 "github.com/kafkaworkbook/workbook/stage03-replication/server"
 	"github.com/kafkaworkbook/workbook/stage04-isr-acks/isr"
@@ -44,6 +45,10 @@ type Options struct {
 	Props    map[string]string
 	BasePort int          // see stage 03's cluster.Options
 	Logger   *slog.Logger // slog.Default if nil
+	// ObserveRequests, if set, is every broker's request observer
+	// (broker.Broker.ObserveRequests), told which broker timed the
+	// request: the latency benchmark's hops come from it.
+	ObserveRequests func(broker int32, t *broker.RequestTiming)
 }
 
 // Cluster is a set of stage 04 brokers and the harness controller.
@@ -54,6 +59,7 @@ type Cluster struct {
 	States *isr.MemoryStore
 
 	unclean bool // unclean.leader.election.enable, for every topic
+	observe func(int32, *broker.RequestTiming)
 
 	mu           sync.Mutex
 	servers      map[int32]*server.Server     // the running brokers' stage 04 servers. Protected by mu.
@@ -74,7 +80,7 @@ func Start(n int, opts Options) (*Cluster, error) {
 		return nil, err
 	}
 	c := &Cluster{States: isr.NewMemoryStore(), unclean: topicDefaults.UncleanLeaderElection,
-		servers: map[int32]*server.Server{}, topicConfigs: map[string]map[string]string{}, notified: make(chan struct{}, 1),
+		servers: map[int32]*server.Server{}, topicConfigs: map[string]map[string]string{}, notified: make(chan struct{}, 1), observe: opts.ObserveRequests,
 		stop: make(chan struct{}), done: make(chan struct{})}
 	c.States.Watch(func(path string) {
 		if strings.HasPrefix(path, isr.IsrChangeNotificationPrefix) {
@@ -105,6 +111,9 @@ func (c *Cluster) newServer(props map[string]string, logger *slog.Logger) (*s3.S
 		return nil, err
 	}
 	id, _ := strconv.Atoi(props["broker.id"])
+	if c.observe != nil {
+		s.ObserveRequests(func(t *broker.RequestTiming) { c.observe(int32(id), t) })
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for topic, cfg := range c.topicConfigs {
