@@ -1,0 +1,122 @@
+package brokertest
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// LatencyRun is one produce-latency measurement against a cluster of
+// broker processes: franz-go producing Size-byte records at Rate records
+// per second to a new topic of Partitions partitions and replication
+// factor RF (RF 3: acks=all and idempotence, as franz-go's defaults; RF 1:
+// acks=1 without idempotence, the baseline), linger 0 and no compression,
+// as chapter 8's cluster benchmark sets franz-go.
+type LatencyRun struct {
+	RF, Partitions, Size int
+	Rate                 int // records per second
+	Warmup, Window       time.Duration
+}
+
+// ProduceLatency runs r against c and returns each record's time from its
+// Produce call to its acknowledgement, measured in the window after the
+// warm-up, sorted. It fails tb if a record is not acknowledged. Issue 26
+// runs it against brokers as processes on 127.0.0.1, with no container and
+// no proxy between the client and the brokers (stage 05's brokers, and
+// final's through MainWith), to set them apart from chapter 8's cluster
+// in containers.
+func ProduceLatency(tb testing.TB, c *Cluster, r LatencyRun) []time.Duration {
+	tb.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), r.Warmup+r.Window+2*time.Minute)
+	defer cancel()
+	topic := fmt.Sprintf("latency-rf%d-%d", r.RF, time.Now().UnixNano())
+	admin, err := kgo.NewClient(kgo.SeedBrokers(c.Addrs()...))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer admin.Close()
+	if _, err := kadm.NewClient(admin).CreateTopic(ctx, int32(r.Partitions), int16(r.RF), nil, topic); err != nil {
+		tb.Fatalf("CreateTopic %s: %v", topic, err)
+	}
+	opts := []kgo.Opt{kgo.SeedBrokers(c.Addrs()...), kgo.DefaultProduceTopic(topic), kgo.ProducerLinger(0),
+		kgo.ProducerBatchCompression(kgo.NoCompression())}
+	if r.RF == 1 {
+		opts = append(opts, kgo.RequiredAcks(kgo.LeaderAck()), kgo.DisableIdempotentWrite())
+	}
+	p, err := kgo.NewClient(opts...)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer p.Close()
+	// The topic is ready once a record goes through: its leaders known,
+	// its ISRs whole enough for acks=all.
+	for {
+		err := p.ProduceSync(ctx, &kgo.Record{Value: []byte("ready")}).FirstErr()
+		if err == nil {
+			break
+		}
+		if ctx.Err() != nil {
+			tb.Fatalf("the first record to %s: %v", topic, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	var (
+		mu     sync.Mutex
+		lat    []time.Duration
+		failed error
+	)
+	value := make([]byte, r.Size)
+	const tick = time.Millisecond
+	perTick := max(1, r.Rate/int(time.Second/tick))
+	start := time.Now()
+	for next := start; time.Since(start) < r.Warmup+r.Window; next = next.Add(tick) {
+		time.Sleep(time.Until(next))
+		measured := time.Since(start) >= r.Warmup
+		for range perTick {
+			sent := time.Now()
+			p.Produce(ctx, &kgo.Record{Value: value}, func(_ *kgo.Record, err error) {
+				mu.Lock()
+				defer mu.Unlock()
+				if err != nil && failed == nil {
+					failed = err
+				}
+				if measured {
+					lat = append(lat, time.Since(sent))
+				}
+			})
+		}
+	}
+	if err := p.Flush(ctx); err != nil {
+		tb.Fatalf("flush: %v", err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if failed != nil {
+		tb.Fatalf("a record to %s was not acknowledged: %v", topic, failed)
+	}
+	slices.Sort(lat)
+	return lat
+}
+
+// ReportLatency reports sorted latencies' median, 99th percentile and
+// maximum on b (ack-p50-ms, ack-p99-ms, ack-max-ms) and in its log.
+func ReportLatency(b *testing.B, what string, sorted []time.Duration) {
+	b.Helper()
+	if len(sorted) == 0 {
+		b.Fatalf("%s: no latency measured", what)
+	}
+	q := func(f float64) float64 {
+		i := min(max(int(f*float64(len(sorted)))-1, 0), len(sorted)-1)
+		return float64(sorted[i]) / float64(time.Millisecond)
+	}
+	b.ReportMetric(q(0.50), "ack-p50-ms")
+	b.ReportMetric(q(0.99), "ack-p99-ms")
+	b.ReportMetric(q(1), "ack-max-ms")
+	b.Logf("%s: %d records, ack p50 %.2f ms, p90 %.2f, p99 %.2f, max %.2f", what, len(sorted), q(0.5), q(0.9), q(0.99), q(1))
+}
