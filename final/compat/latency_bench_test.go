@@ -1,32 +1,74 @@
 package compat_test
 
 import (
+	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/kafkaworkbook/workbook/stage05-controller/brokertest"
 	"github.com/kafkaworkbook/workbook/stage05-controller/zktest"
+	"github.com/kafkaworkbook/workbook/stage06-performance/producer"
 )
 
 // BenchmarkProduceLatencyProcesses is stage 05's benchmark of the same
 // name against final's brokers as processes on 127.0.0.1 (this package's
-// TestMain builds them): franz-go's acknowledgement latency at 10,000
-// records/s, RF3 acks=all with min.insync.replicas=2 and the RF1 acks=1
-// baseline, with no container and no proxy between the client and the
-// brokers. Chapter 8 sets it beside its cluster in containers (issue 26).
+// TestMain builds them), with two producers: franz-go and ours, the
+// course's (stage06-performance/producer, Kafka's defaults: linger.ms 0,
+// five requests in flight, idempotent with acks=all). Each produces
+// 100-byte records at 10,000 a second to six partitions, RF3 acks=all
+// with min.insync.replicas=2 and the RF1 acks=1 baseline, with no
+// container and no proxy between the client and the brokers. Chapter 8
+// sets it beside its cluster in containers (issue 26).
 //
 //	cd final && go test -run '^$' -bench ProduceLatencyProcesses -benchtime 1x -v ./compat
 func BenchmarkProduceLatencyProcesses(b *testing.B) {
 	ens := zktest.StartEnsemble(b, 1)
 	c := brokertest.Start(b, ens, 3, map[string]string{"min.insync.replicas": "2", "replica.fetch.wait.max.ms": "500"})
-	for _, rf := range []int{3, 1} {
-		b.Run(fmt.Sprintf("rf%d", rf), func(b *testing.B) {
-			for range b.N {
-				lat := brokertest.ProduceLatency(b, c, brokertest.LatencyRun{RF: rf, Partitions: 6, Size: 100,
-					Rate: 10_000, Warmup: 3 * time.Second, Window: 10 * time.Second})
-				brokertest.ReportLatency(b, fmt.Sprintf("final brokers as processes, RF%d", rf), lat)
-			}
-		})
+	for _, client := range []string{"franz-go", "ours"} {
+		for _, rf := range []int{3, 1} {
+			b.Run(fmt.Sprintf("%s/rf%d", client, rf), func(b *testing.B) {
+				run := brokertest.LatencyRun{RF: rf, Partitions: 6, Size: 100,
+					Rate: 10_000, Warmup: 3 * time.Second, Window: 10 * time.Second}
+				if client == "ours" {
+					run.Client = newOurs
+				}
+				for range b.N {
+					lat := brokertest.ProduceLatency(b, c, run)
+					brokertest.ReportLatency(b, fmt.Sprintf("final brokers as processes, %s, RF%d", client, rf), lat)
+				}
+			})
+		}
 	}
+}
+
+// ours is the course's producer as a brokertest.LatencyClient.
+type ours struct{ p *producer.Producer }
+
+func newOurs(addrs []string, rf int) (brokertest.LatencyClient, error) {
+	acks := "all"
+	if rf == 1 {
+		acks = "1"
+	}
+	cfg, err := producer.ParseConfig(map[string]string{"bootstrap.servers": strings.Join(addrs, ","), "acks": acks})
+	if err != nil {
+		return nil, err
+	}
+	p, err := producer.New(cfg, producer.Options{})
+	return ours{p}, err
+}
+
+func (o ours) Produce(ctx context.Context, topic string, value []byte, done func(error)) {
+	if err := o.p.Produce(ctx, &producer.Record{Topic: topic, Value: value}, func(_ *producer.Record, err error) { done(err) }); err != nil {
+		done(err)
+	}
+}
+
+func (o ours) Flush(ctx context.Context) error { return o.p.Flush(ctx) }
+
+func (o ours) Close() {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	o.p.Close(ctx)
 }
