@@ -122,6 +122,10 @@ func handleProduce(r *Request, a Appender) {
 				r.Broker.counters.countIn(p.Topic, p.Request.Records)
 			}
 		}
+		// The batches (slices of the request's bytes) are in the log and
+		// counted, and the response holds none of them: the frame's
+		// buffer may take the connection's next request.
+		defer r.recycle()
 		if acks != 0 {
 			r.Respond(resp)
 			return

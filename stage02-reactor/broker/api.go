@@ -77,6 +77,14 @@ func (r *Request) NoResponse() { r.respond(network.Response{NoResponse: true}) }
 // acks=0 produce that failed: the client has no other way to learn it.
 func (r *Request) CloseConnection() { r.respond(network.Response{Close: true}) }
 
+// recycle gives the request's bytes back to the network layer's free list
+// (network.Request.Recycle): nothing reads them any more.
+func (r *Request) recycle() {
+	if r.net != nil {
+		r.net.Recycle()
+	}
+}
+
 // respond hands resp to the network layer, timing the request if the broker
 // has an observer.
 func (r *Request) respond(resp network.Response) {

@@ -41,8 +41,10 @@ type conn struct {
 	// bytes arrive (doubling, never past frameSize), so a client that
 	// announces 100 MiB and sends 1 MiB costs 1 MiB. Its capacity is
 	// reserved in the server's memory pool (queued.max.request.bytes). It
-	// becomes the Request's Body.
-	body []byte
+	// becomes the Request's Body. bodyBuf is the free-list buffer it lives
+	// in (frame_buffers.go); nil until the body's first bytes come.
+	body    []byte
+	bodyBuf *frameBuffer
 	// memWait is set while the frame needs a bigger buffer and the memory
 	// pool said no: the connection waits in Processor.memParked, unread.
 	// growWant is how much it wanted.
@@ -190,7 +192,7 @@ func (p *Processor) tryGrow(c *conn, want int) bool {
 	if !p.memory.tryGrow(int64(newCap - cap(c.body))) {
 		return false
 	}
-	c.body = growFrameTo(c.body, newCap)
+	c.body, c.bodyBuf = growFrameTo(c.body, c.bodyBuf, newCap)
 	return true
 }
 
@@ -289,6 +291,7 @@ func (p *Processor) completeFrame(c *conn) {
 		Listener:         p.listener.Name,
 		SecurityProtocol: p.listener.SecurityProtocol,
 		pool:             p.memory,
+		buf:              c.bodyBuf,
 	}
 	r.reserved.Store(int64(cap(c.body)))
 	r.Conn = &c.state
@@ -296,7 +299,7 @@ func (p *Processor) completeFrame(c *conn) {
 	if r.Body == nil {
 		r.Body = []byte{} // a zero-size frame
 	}
-	c.body, c.inFrame, c.frameSize = nil, false, 0
+	c.body, c.bodyBuf, c.inFrame, c.frameSize = nil, nil, false, 0
 	c.inflight = r
 	c.muted, c.awaiting = true, true
 	p.awaiting++

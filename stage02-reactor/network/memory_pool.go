@@ -21,10 +21,11 @@ import "sync/atomic"
 // pool so never deadlocks, and overshoots by at most the growth steps of
 // the frames being read at that moment.
 type memoryPool struct {
-	limit    int64        // queued.max.request.bytes; <= 0: unbounded
-	used     atomic.Int64 // bytes reserved: frames being read and requests not yet handled
-	complete atomic.Int64 // the part of used held by requests read whole
-	freed    wakeList     // whoever found the pool used up, woken at the next release
+	limit    int64         // queued.max.request.bytes; <= 0: unbounded
+	used     atomic.Int64  // bytes reserved: frames being read and requests not yet handled
+	complete atomic.Int64  // the part of used held by requests read whole
+	freed    wakeList      // whoever found the pool used up, woken at the next release
+	recycled atomic.Uint64 // frame buffers Request.Recycle put back on the free list
 }
 
 func newMemoryPool(limit int64) *memoryPool { return &memoryPool{limit: limit} }
@@ -75,17 +76,14 @@ func (p *memoryPool) inUse() int64 { return p.used.Load() }
 // the bytes already at hand are smaller or larger.
 const initialBodySize = 64 << 10
 
-// nextFrameCap is the capacity a full frame buffer grows to: room for the
-// want bytes at hand, or double (at least initialBodySize), never past
-// frameSize. Both transports read frames into buffers that grow as the
-// bytes arrive, reserving each growth from the pool first.
+// nextFrameCap is the capacity a full frame buffer grows to: room for
+// twice the bytes received so far and the want bytes at hand (at least
+// initialBodySize), never past frameSize. So a buffer never holds more
+// than twice what its client has sent (or 64 KiB), and a frame up to
+// twice the size of the first read that brings its body, a 110 KB batch
+// behind a 64 KiB read, gets its whole buffer at once. Both transports
+// read frames into buffers that grow this way, reserving each growth from
+// the pool first.
 func nextFrameCap(body []byte, frameSize, want int) int {
-	return min(frameSize, max(2*cap(body), len(body)+want, initialBodySize))
-}
-
-// growFrameTo returns body with capacity newCap, its bytes copied.
-func growFrameTo(body []byte, newCap int) []byte {
-	grown := make([]byte, len(body), newCap)
-	copy(grown, body)
-	return grown
+	return min(frameSize, max(2*cap(body), 2*(len(body)+want), initialBodySize))
 }

@@ -419,7 +419,9 @@ func (c *portableConn) readBody(n int) ([]byte, error) {
 			if !c.grow(int64(newCap - cap(body))) {
 				return body, errStopped
 			}
-			body = growFrameTo(body, newCap)
+			// Not from the free list: this transport does not hand
+			// buffers back (Request.Recycle is the reactor's).
+			body = append(make([]byte, 0, newCap), body...)
 		}
 		m, err := io.ReadFull(c.conn, body[len(body):cap(body)])
 		body = body[:len(body)+m]

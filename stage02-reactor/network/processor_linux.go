@@ -565,6 +565,7 @@ func (p *Processor) closeConn(c *conn, reason closeReason, err error) {
 	}
 	if c.inFrame {
 		p.memory.release(int64(cap(c.body)), false) // a frame cut short
+		c.bodyBuf.free()
 	}
 	if c.sends != nil {
 		p.stats.responsesDropped.Add(1)
@@ -578,7 +579,7 @@ func (p *Processor) closeConn(c *conn, reason closeReason, err error) {
 	}
 	delete(p.conns, c.fd)
 	p.idleRemove(c)
-	c.body, c.ahead = nil, nil
+	c.body, c.bodyBuf, c.ahead = nil, nil, nil
 	p.srv.openConns.Add(-1)
 	p.stats.countClose(reason)
 	logClose(p.logger, c.id, reason, err)

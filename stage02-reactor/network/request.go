@@ -62,6 +62,13 @@ type Request struct {
 	pool     *memoryPool
 	reserved atomic.Int64
 
+	// buf is the free-list buffer Body lives in (nil for a zero-size
+	// frame, or from a transport that does not recycle); recycle holds
+	// handlerDone and recycleAsked: the buffer goes back to its list once
+	// both are set (Recycle).
+	buf     *frameBuffer
+	recycle atomic.Uint32
+
 	// doneMu protects done and canceled. done is made by the first Done
 	// call and closed by cancel; canceled records a cancel that came
 	// before anyone asked for Done.
@@ -111,11 +118,41 @@ func (r *Request) cancel() {
 	}
 }
 
-// release returns the request's bytes to the memory pool, once.
+// release returns the request's bytes to the memory pool, once, when its
+// handler returns (or it is dropped before reaching one); its buffer goes
+// back to the free list too if Recycle was called.
 func (r *Request) release() {
 	if r.pool != nil {
 		if n := r.reserved.Swap(0); n != 0 {
 			r.pool.release(n, true)
+		}
+	}
+	r.markRecycle(handlerDone)
+}
+
+const (
+	handlerDone  = 1 << iota // release: the handler returned
+	recycleAsked             // Recycle was called
+)
+
+// Recycle says that nothing reads Body, nor any slice of it, from now on
+// (once the handler has returned): its buffer may then go back to the
+// frame buffers' free list, to hold another request's bytes. A handler
+// that parsed the request keeps slices of Body in what it parsed (kmsg
+// aliases a batch's records, for instance), so it calls Recycle only when
+// it is done with all of them; the Produce handler does, once its batches
+// are appended and counted. Calling it is never required: a buffer not
+// recycled is left to the garbage collector. Safe from any goroutine,
+// before or after the handler returns; calls after the first do nothing.
+func (r *Request) Recycle() { r.markRecycle(recycleAsked) }
+
+// markRecycle sets bit and frees the buffer if that completes the pair.
+func (r *Request) markRecycle(bit uint32) {
+	old := r.recycle.Or(bit)
+	if old&bit == 0 && old|bit == handlerDone|recycleAsked && r.buf != nil {
+		r.buf.free()
+		if r.pool != nil {
+			r.pool.recycled.Add(1)
 		}
 	}
 }

@@ -197,6 +197,7 @@ func (s *Server) Stats() Stats {
 	st.OpenConnections = s.openConns.Load()
 	st.QueueDepth = s.channel.Len()
 	st.QueuedRequestBytes = s.memory.inUse()
+	st.BuffersRecycled = s.memory.recycled.Load()
 	s.mu.Lock()
 	pool := s.pool
 	s.mu.Unlock()

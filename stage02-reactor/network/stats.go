@@ -30,6 +30,9 @@ type Stats struct {
 	// QueuedRequestBytes is now: the bytes reserved by frames being read
 	// and by requests whose handler has not returned.
 	QueuedRequestBytes int64
+	// BuffersRecycled counts the frame buffers handed back to the free
+	// list by Request.Recycle, to hold later requests.
+	BuffersRecycled uint64
 
 	BytesIn  uint64 // bytes read from sockets, size prefixes included
 	BytesOut uint64 // bytes written to sockets
