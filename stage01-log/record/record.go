@@ -157,6 +157,13 @@ func (r *Reader) Records(b []byte) (*Iterator, error) {
 	if err != nil {
 		return nil, err
 	}
+	return r.RecordsOf(&h, b)
+}
+
+// RecordsOf is Records for a batch whose header h the caller has read
+// already (with ReadHeader), so that a validator parses it once.
+func (r *Reader) RecordsOf(h *BatchHeader, b []byte) (*Iterator, error) {
+	var err error
 	if h.Size() > len(b) {
 		return nil, fmt.Errorf("%w: length field says %d bytes, only %d present", ErrLengthMismatch, h.Size(), len(b))
 	}

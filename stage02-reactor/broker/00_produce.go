@@ -210,9 +210,9 @@ const DecompressionFactor = 32
 // decoded anyway); a header that is wrong costs a CRC check before it is
 // rewritten, so that a damaged batch is not made whole.
 func (b *Broker) ValidateProducedBatch(records []byte, compacted bool) (code int16, msg string) {
-	code, msg, maxTimestamp := validateBatch(records, b.cfg.MessageMaxBytes, compacted)
+	code, msg, h, maxTimestamp := validateBatch(records, b.cfg.MessageMaxBytes, compacted)
 	if code == 0 {
-		err := stampMaxTimestamp(records, maxTimestamp)
+		err := stampMaxTimestamp(records, &h, maxTimestamp)
 		if err == nil {
 			return 0, ""
 		}
@@ -234,44 +234,49 @@ func (b *Broker) ValidateProducedBatch(records []byte, compacted bool) (code int
 }
 
 // validateBatch checks a produced batch (see ValidateProducedBatch) and
-// returns, for one it accepts, the largest timestamp of its records: what
-// Kafka's LogValidator writes as the batch's max timestamp. A LogAppendTime
-// batch's records carry its header's max, which is returned as it is.
-func validateBatch(records []byte, maxBytes int32, requireKeys bool) (code int16, msg string, maxTimestamp int64) {
+// returns, for one it accepts, its header and the largest timestamp of its
+// records: what Kafka's LogValidator writes as the batch's max timestamp.
+// A LogAppendTime batch's records carry its header's max, which is
+// returned as it is. The header is read once, here, and the records are
+// iterated from it (Reader.RecordsOf); the log reads it again when it
+// appends, with the CRC, as Kafka's UnifiedLog.analyzeAndValidateRecords
+// does after its LogValidator.
+func validateBatch(records []byte, maxBytes int32, requireKeys bool) (code int16, msg string, h record.BatchHeader, maxTimestamp int64) {
 	if len(records) > int(maxBytes) {
-		return kerrMessageTooLarge, fmt.Sprintf("batch of %d bytes is larger than message.max.bytes (%d)", len(records), maxBytes), 0
+		return kerrMessageTooLarge, fmt.Sprintf("batch of %d bytes is larger than message.max.bytes (%d)", len(records), maxBytes), h, 0
 	}
-	h, err := record.ReadHeader(records)
+	var err error
+	h, err = record.ReadHeader(records)
 	switch {
 	case errors.Is(err, record.ErrBadMagic):
-		return kerrInvalidRecord, "produce requests from v3 on must hold magic 2 batches: " + err.Error(), 0
+		return kerrInvalidRecord, "produce requests from v3 on must hold magic 2 batches: " + err.Error(), h, 0
 	case errors.Is(err, record.ErrInvalidRecord):
-		return kerrInvalidRecord, err.Error(), 0 // a negative count or offset delta
+		return kerrInvalidRecord, err.Error(), h, 0 // a negative count or offset delta
 	case err != nil:
-		return kerrCorruptMessage, err.Error(), 0
+		return kerrCorruptMessage, err.Error(), h, 0
 	case h.Size() > len(records):
-		return kerrCorruptMessage, fmt.Sprintf("batch length says %d bytes, %d present", h.Size(), len(records)), 0
+		return kerrCorruptMessage, fmt.Sprintf("batch length says %d bytes, %d present", h.Size(), len(records)), h, 0
 	case h.Size() != len(records):
-		return kerrInvalidRecord, fmt.Sprintf("produce requests must hold exactly one batch; %d bytes follow it", len(records)-h.Size()), 0
+		return kerrInvalidRecord, fmt.Sprintf("produce requests must hold exactly one batch; %d bytes follow it", len(records)-h.Size()), h, 0
 	case h.BaseOffset != 0:
-		return kerrInvalidRecord, fmt.Sprintf("a producer's batch starts at offset 0, not %d", h.BaseOffset), 0
+		return kerrInvalidRecord, fmt.Sprintf("a producer's batch starts at offset 0, not %d", h.BaseOffset), h, 0
 	case h.NumRecords <= 0 || h.NumRecords != h.LastOffsetDelta+1:
-		return kerrInvalidRecord, fmt.Sprintf("inconsistent batch: %d records, last offset delta %d", h.NumRecords, h.LastOffsetDelta), 0
+		return kerrInvalidRecord, fmt.Sprintf("inconsistent batch: %d records, last offset delta %d", h.NumRecords, h.LastOffsetDelta), h, 0
 	case h.Attributes.Control():
-		return kerrInvalidRecord, "producers cannot send control batches", 0
+		return kerrInvalidRecord, "producers cannot send control batches", h, 0
 	case h.Attributes.Transactional():
-		return kerrInvalidRecord, "transactional batches are not supported", 0
+		return kerrInvalidRecord, "transactional batches are not supported", h, 0
 	}
 	r := record.GetReader(int(maxBytes) * DecompressionFactor)
 	defer record.PutReader(r)
-	it, err := r.Records(records)
+	it, err := r.RecordsOf(&h, records)
 	switch {
 	case errors.Is(err, record.ErrTooLarge):
-		return kerrMessageTooLarge, fmt.Sprintf("%v (%d times message.max.bytes)", err, DecompressionFactor), 0
+		return kerrMessageTooLarge, fmt.Sprintf("%v (%d times message.max.bytes)", err, DecompressionFactor), h, 0
 	case errors.Is(err, record.ErrInvalidRecord):
-		return kerrInvalidRecord, err.Error(), 0
+		return kerrInvalidRecord, err.Error(), h, 0
 	case err != nil: // an unknown codec, or bytes the codec cannot decode
-		return kerrCorruptMessage, err.Error(), 0
+		return kerrCorruptMessage, err.Error(), h, 0
 	}
 	maxTimestamp = -1 // Kafka's NO_TIMESTAMP, which any record's timestamp beats
 	if h.Attributes.LogAppendTime() {
@@ -279,10 +284,10 @@ func validateBatch(records []byte, maxBytes int32, requireKeys bool) (code int16
 	}
 	for i := int32(0); it.Next(); i++ {
 		if d := it.Record().OffsetDelta; d != i {
-			return kerrInvalidRecord, fmt.Sprintf("record %d has offset delta %d", i, d), 0
+			return kerrInvalidRecord, fmt.Sprintf("record %d has offset delta %d", i, d), h, 0
 		}
 		if requireKeys && it.Record().Key == nil {
-			return kerrInvalidRecord, fmt.Sprintf("record %d has no key: a compacted topic (cleanup.policy=compact) cannot accept a record without one", i), 0
+			return kerrInvalidRecord, fmt.Sprintf("record %d has no key: a compacted topic (cleanup.policy=compact) cannot accept a record without one", i), h, 0
 		}
 		if !h.Attributes.LogAppendTime() {
 			maxTimestamp = max(maxTimestamp, h.FirstTimestamp+it.Record().TimestampDelta)
@@ -291,25 +296,25 @@ func validateBatch(records []byte, maxBytes int32, requireKeys bool) (code int16
 	if err := it.Err(); err != nil {
 		// Undecodable records in a batch whose length and count agree:
 		// damage, which the CRC would name; Kafka reports it as corrupt.
-		return kerrCorruptMessage, err.Error(), 0
+		return kerrCorruptMessage, err.Error(), h, 0
 	}
-	return 0, "", maxTimestamp
+	return 0, "", h, maxTimestamp
 }
 
-// stampMaxTimestamp writes maxTimestamp into the header of the one valid
+// stampMaxTimestamp writes maxTimestamp into the header h of the one valid
 // batch that records holds, with a new CRC, if the header says otherwise.
 // The CRC is checked first: a damaged batch keeps its damage, and its
 // error (record.ErrCRCMismatch) is returned.
-func stampMaxTimestamp(records []byte, maxTimestamp int64) error {
-	h, err := record.ReadHeader(records)
-	if err != nil || h.MaxTimestamp == maxTimestamp {
-		return err
+func stampMaxTimestamp(records []byte, h *record.BatchHeader, maxTimestamp int64) error {
+	if h.MaxTimestamp == maxTimestamp {
+		return nil
 	}
-	if h, err = record.Validate(records); err != nil {
-		return err
+	if crc := record.Checksum(records[:h.Size()]); crc != h.CRC {
+		return fmt.Errorf("%w: stored %d, computed %d", record.ErrCRCMismatch, h.CRC, crc)
 	}
-	h.MaxTimestamp = maxTimestamp
-	record.PutHeader(records[:h.Size()], &h)
+	stamped := *h
+	stamped.MaxTimestamp = maxTimestamp
+	record.PutHeader(records[:h.Size()], &stamped)
 	return nil
 }
 
