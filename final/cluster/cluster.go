@@ -52,7 +52,11 @@ func Up(ctx context.Context, cfg Config) (*Cluster, error) {
 	if err != nil {
 		return nil, err
 	}
-	for _, img := range []string{cfg.ZooKeeperImage, cfg.BrokerImage} {
+	images := []string{cfg.ZooKeeperImage, cfg.BrokerImage}
+	if cfg.ZooKeeperOnly {
+		images = images[:1]
+	}
+	for _, img := range images {
 		if err := requireImage(ctx, cli, img); err != nil {
 			return nil, err
 		}
@@ -108,6 +112,9 @@ func (c *Cluster) start(ctx context.Context) error {
 	}
 	if err := c.WaitZooKeeper(ctx); err != nil {
 		return err
+	}
+	if cfg.ZooKeeperOnly {
+		return nil
 	}
 	var connect []string
 	for _, h := range hosts {

@@ -46,6 +46,10 @@ type Config struct {
 	// test harness adds its owner's, so that a dead test's leftovers are
 	// found).
 	Labels map[string]string
+	// ZooKeeperOnly starts the ensemble and no broker: for a caller that
+	// runs brokers of its own elsewhere (clusterbench's brokers as
+	// processes on this machine), on ZooKeeperConnect's addresses.
+	ZooKeeperOnly bool
 	// Images override the defaults above.
 	BrokerImage, ZooKeeperImage, PrometheusImage string
 	// Logf, when set, is told what the launcher does.

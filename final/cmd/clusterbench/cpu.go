@@ -50,8 +50,9 @@ type cpuSample struct {
 }
 
 // newCPUMeter finds the processes of c's containers and the userland
-// proxies. With a nil c, it meters this process and the machine.
-func newCPUMeter(ctx context.Context, c *cluster.Cluster) (*cpuMeter, error) {
+// proxies; the brokers are procs' when they run as processes. With a nil
+// c, it meters this process and the machine.
+func newCPUMeter(ctx context.Context, c *cluster.Cluster, procs *processes) (*cpuMeter, error) {
 	m := &cpuMeter{pids: map[string][]int{"client": {os.Getpid()}}}
 	if c == nil {
 		return m, nil
@@ -66,6 +67,10 @@ func newCPUMeter(ctx context.Context, c *cluster.Cluster) (*cpuMeter, error) {
 	}
 	defer cli.Close()
 	groups := map[string][]cluster.Node{"brokers": c.Brokers(), "zookeeper": c.ZooKeepers()}
+	if procs != nil {
+		m.pids["brokers"] = procs.pids()
+		delete(groups, "brokers")
+	}
 	for group, nodes := range groups {
 		for _, n := range nodes {
 			in, err := cli.ContainerInspect(ctx, n.Name, client.ContainerInspectOptions{})

@@ -22,6 +22,7 @@
 // Usage:
 //
 //	clusterbench [flags]
+//	  --brokers containers|processes  where the brokers run (containers)
 //	  --cluster NAME            measure a running cluster (else start and remove one, --name)
 //	  --down                    remove the cluster --name names (a killed run's) and exit
 //	  --rounds N                run every measurement N times, interleaved (1)
@@ -41,6 +42,14 @@
 // runs N times, interleaved: the tables give the medians (throughput) or
 // the merged histograms (latency). --producer-prop is there to try what
 // the tables suggest (linger.ms=5, max.in.flight.requests.per.connection=1).
+//
+// With --brokers processes the ZooKeeper ensemble still runs in
+// containers, but the three brokers run as processes on this machine,
+// listening on 127.0.0.1 themselves (the same final broker, built with go
+// build, and the same settings): no Docker proxy, bridge or network
+// namespace between the clients and the brokers, nor between the brokers.
+// The two runs side by side say what the brokers cost and what Docker
+// adds.
 //
 // It prints three tables: throughput, latency, and where the CPU went
 // during each measured window (this process, the brokers, ZooKeeper,
@@ -65,6 +74,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/kafkaworkbook/workbook/final/cluster"
 )
@@ -92,6 +102,7 @@ func main() {
 // options are the command line.
 type options struct {
 	attach     string // --cluster: measure this running cluster
+	brokers    string // --brokers: containers or processes
 	name       string // --name: the cluster to start otherwise
 	down       bool   // --down: remove the cluster called name, and stop
 	rounds     int
@@ -108,6 +119,7 @@ func parseArgs(args []string) (options, error) {
 	o := options{props: map[string]string{}}
 	fs := flag.NewFlagSet("clusterbench", flag.ContinueOnError)
 	fs.SetOutput(stderr)
+	fs.StringVar(&o.brokers, "brokers", "containers", "where the brokers run: containers, or processes on this machine (ZooKeeper in containers either way)")
 	fs.StringVar(&o.attach, "cluster", "", "measure the running cluster of this name (make cluster's is kafkaworkbook) instead of starting one")
 	fs.StringVar(&o.name, "name", "clusterbench", "the name of the cluster to start and remove")
 	fs.BoolVar(&o.down, "down", false, "remove the cluster called --name (left by a killed run) and exit")
@@ -140,6 +152,10 @@ func parseArgs(args []string) (options, error) {
 		return o, errors.New("--rounds, --partitions, --rate and --duration must be positive, --warmup not negative")
 	case o.size < 16:
 		return o, errors.New("--record-size must be at least 16")
+	case o.brokers != "containers" && o.brokers != "processes":
+		return o, fmt.Errorf("--brokers %q: containers or processes", o.brokers)
+	case o.brokers == "processes" && o.attach != "":
+		return o, errors.New("--cluster measures a cluster in containers; --brokers processes starts its own")
 	case o.only != "" && o.only != "throughput" && o.only != "latency":
 		return o, fmt.Errorf("--only %q: throughput or latency", o.only)
 	}
@@ -178,8 +194,12 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 			return err
 		}
 	} else {
-		fmt.Fprintf(stderr, "starting cluster %s (3 ZooKeeper, 3 brokers)\n", o.name)
-		c, err = cluster.Up(ctx, cluster.Config{Name: o.name})
+		what := "3 ZooKeeper, 3 brokers"
+		if o.brokers == "processes" {
+			what = "3 ZooKeeper; the brokers as processes"
+		}
+		fmt.Fprintf(stderr, "starting cluster %s (%s)\n", o.name, what)
+		c, err = cluster.Up(ctx, cluster.Config{Name: o.name, ZooKeeperOnly: o.brokers == "processes"})
 		if errors.Is(err, cluster.ErrExists) {
 			// Not ours to remove: another clusterbench may be measuring it.
 			return fmt.Errorf("%w; if no other clusterbench runs, `clusterbench --down` removes it", err)
@@ -197,12 +217,19 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 			return err
 		}
 	}
-	b, err := newBench(ctx, c, o)
+	var procs *processes
+	if o.brokers == "processes" {
+		if procs, err = startProcesses(ctx, c.ZooKeeperConnect(), 3, nil); err != nil {
+			return err
+		}
+		defer procs.stop()
+	}
+	b, err := newBench(ctx, c, procs, o)
 	if err != nil {
 		return err
 	}
 	defer b.adm.Close()
-	printMachine(out, c)
+	printMachine(out, c, procs)
 	if o.only != "latency" {
 		if err := b.throughputs(ctx, out); err != nil {
 			return err
@@ -229,16 +256,21 @@ type bench struct {
 	cpu     map[string][]cpuUse // by row
 }
 
-func newBench(ctx context.Context, c *cluster.Cluster, o options) (*bench, error) {
-	meter, err := newCPUMeter(ctx, c)
+// newBench measures c's brokers, or procs' when they run as processes.
+func newBench(ctx context.Context, c *cluster.Cluster, procs *processes, o options) (*bench, error) {
+	meter, err := newCPUMeter(ctx, c, procs)
 	if err != nil {
 		return nil, err
 	}
-	cl, err := c.Client()
+	servers := c.BootstrapServers()
+	if procs != nil {
+		servers = procs.addrs
+	}
+	cl, err := c.Client(kgo.SeedBrokers(servers...))
 	if err != nil {
 		return nil, err
 	}
-	return &bench{o: o, servers: c.BootstrapServers(), adm: kadm.NewClient(cl), meter: meter, cpu: map[string][]cpuUse{}}, nil
+	return &bench{o: o, servers: servers, adm: kadm.NewClient(cl), meter: meter, cpu: map[string][]cpuUse{}}, nil
 }
 
 // throughputs runs every producer against every setup, rounds times,
@@ -451,10 +483,15 @@ func (b *bench) deleteTopic(topic string) {
 
 // printMachine says what was measured where: the figures mean little
 // without it.
-func printMachine(out io.Writer, c *cluster.Cluster) {
+func printMachine(out io.Writer, c *cluster.Cluster, procs *processes) {
 	fmt.Fprintf(out, "clusterbench %s\n", strings.Join(os.Args[1:], " "))
 	fmt.Fprintf(out, "date: %s\n", time.Now().UTC().Format("2006-01-02 15:04 MST"))
 	fmt.Fprintf(out, "machine: %d CPUs (%s), %s; %s\n", runtime.NumCPU(), cpuModel(), loadAverage(), runtime.Version())
+	if procs != nil {
+		fmt.Fprintf(out, "cluster %s: %d ZooKeeper in containers, %d brokers as processes on this machine; PLAINTEXT on %s\n",
+			c.Name(), len(c.ZooKeepers()), len(procs.addrs), strings.Join(procs.addrs, ", "))
+		return
+	}
 	fmt.Fprintf(out, "cluster %s: %d ZooKeeper, %d brokers in containers; PLAINTEXT on %s\n",
 		c.Name(), len(c.ZooKeepers()), len(c.Brokers()), strings.Join(c.BootstrapServers(), ", "))
 }

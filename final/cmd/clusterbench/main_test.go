@@ -26,7 +26,7 @@ func TestThroughputCountsOnlyTheWindow(t *testing.T) {
 	for _, p := range producerNames {
 		t.Run(p, func(t *testing.T) {
 			servers := fakeCluster(t, "t")
-			meter, err := newCPUMeter(context.Background(), nil)
+			meter, err := newCPUMeter(context.Background(), nil, nil)
 			require.NoError(t, err)
 			newP := func(ack ackFunc) (producerClient, error) { return newProducer(p, servers, "t", "all", nil, ack) }
 			res, err := measureThroughput(context.Background(), newP, 100, window{warmup: 200 * time.Millisecond, length: 500 * time.Millisecond}, meter)
@@ -46,7 +46,7 @@ func TestLatencyReadsBackEveryAcknowledgedRecord(t *testing.T) {
 	for _, p := range []string{"ours", "franz-go"} {
 		t.Run(p, func(t *testing.T) {
 			servers := fakeCluster(t, "t")
-			meter, err := newCPUMeter(context.Background(), nil)
+			meter, err := newCPUMeter(context.Background(), nil, nil)
 			require.NoError(t, err)
 			ctx := context.Background()
 			newP := func(ack ackFunc) (producerClient, error) { return newProducer(p, servers, "t", "all", nil, ack) }
