@@ -30,6 +30,7 @@
 //	  --partitions N            partitions of each topic (6)
 //	  --record-size N           bytes of each record's value (100)
 //	  --rate R                  records per second of the latency runs (10000)
+//	  --min-sleep D             pace them as Kafka's ThroughputThrottler: sleep only when D ahead (2ms); 0: before every record
 //	  --only throughput|latency one kind of measurement
 //	  --baseline=false          skip the RF1 acks=1 baselines
 //	  --producer-prop key=value one of Kafka's producer keys for ours (repeatable)
@@ -132,8 +133,16 @@ func parseArgs(args []string) (options, error) {
 	fs.IntVar(&o.partitions, "partitions", 6, "partitions of each topic")
 	fs.IntVar(&o.size, "record-size", 100, "bytes of each record's value (at least 16: the latency run's send time and sequence number)")
 	fs.Float64Var(&o.rate, "rate", 10000, "records per second of the latency run")
+	fs.DurationVar(&o.w.minSleep, "min-sleep", 2*time.Millisecond, "the latency runs' pacing: sleep only when this far ahead of the schedule (Kafka's ThroughputThrottler: 2ms); 0 sleeps before every record")
 	fs.StringVar(&o.only, "only", "", "run only the throughput or the latency measurements")
 	fs.BoolVar(&o.baseline, "baseline", true, "measure the RF1 acks=1 baselines too (the ratios' denominators)")
+	fs.Func("broker-env", "with --brokers processes, a KEY=value for the brokers' environment, such as GOMAXPROCS=1 (repeat it)", func(kv string) error {
+		if !strings.Contains(kv, "=") {
+			return fmt.Errorf("%q is not KEY=value", kv)
+		}
+		brokerEnv = append(brokerEnv, kv)
+		return nil
+	})
 	fs.Func("producer-prop", "a Kafka producer key=value for ours and ours-1MB, over the defaults (repeat it)", func(kv string) error {
 		k, v, ok := strings.Cut(kv, "=")
 		if !ok {

@@ -91,7 +91,7 @@ func TestProcStat(t *testing.T) {
 func TestFlags(t *testing.T) {
 	o, err := parseArgs(nil)
 	require.NoError(t, err)
-	require.Equal(t, options{name: "clusterbench", rounds: 1, w: window{5 * time.Second, 15 * time.Second}, partitions: 6, size: 100, rate: 10000, baseline: true, props: map[string]string{}}, o)
+	require.Equal(t, options{name: "clusterbench", rounds: 1, brokers: "containers", w: window{5 * time.Second, 15 * time.Second, 2 * time.Millisecond}, partitions: 6, size: 100, rate: 10000, baseline: true, props: map[string]string{}}, o)
 	o, err = parseArgs([]string{"--producer-prop", "linger.ms=5", "--producer-prop", "max.in.flight.requests.per.connection=1"})
 	require.NoError(t, err)
 	require.Equal(t, map[string]string{"linger.ms": "5", "max.in.flight.requests.per.connection": "1"}, o.props)

@@ -85,6 +85,7 @@ func startProcesses(ctx context.Context, zk []string, n int, props map[string]st
 			return nil, err
 		}
 		cmd := exec.Command(bin, args...)
+		cmd.Env = append(os.Environ(), brokerEnv...)
 		cmd.Stdout, cmd.Stderr = f, f
 		cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL} // gone with clusterbench, even killed
 		if err := cmd.Start(); err != nil {
@@ -103,6 +104,9 @@ func startProcesses(ctx context.Context, zk []string, n int, props map[string]st
 	}
 	return p, nil
 }
+
+// brokerEnv is added to the brokers' environment (--broker-env).
+var brokerEnv []string
 
 // freePort is a port of 127.0.0.1 nobody listens on now.
 func freePort() (int, error) {
