@@ -33,6 +33,7 @@
 //	  --min-sleep D             pace them as Kafka's ThroughputThrottler: sleep only when D ahead (2ms); 0: before every record
 //	  --only throughput|latency one kind of measurement
 //	  --baseline=false          skip the RF1 acks=1 baselines
+//	  --cdf FILE                append the latency distributions to FILE (stage06's cmd/plots draws them)
 //	  --producer-prop key=value one of Kafka's producer keys for ours (repeatable)
 //
 // Without --cluster it starts a cluster of its own (named --name), and
@@ -51,6 +52,11 @@
 // namespace between the clients and the brokers, nor between the brokers.
 // The two runs side by side say what the brokers cost and what Docker
 // adds.
+//
+// A measurement that fails (a record not acknowledged within
+// delivery.timeout.ms, or not read back) writes every broker's view of its
+// topic and the brokers' last log lines to a file in the temp directory,
+// whose name it prints, before the topic and the cluster go.
 //
 // It prints three tables: throughput, latency, and where the CPU went
 // during each measured window (this process, the brokers, ZooKeeper,
@@ -113,6 +119,7 @@ type options struct {
 	rate       float64
 	only       string
 	baseline   bool              // measure each setup's RF1 acks=1 baseline too
+	cdf        string            // --cdf: append the latency distributions to this file
 	props      map[string]string // --producer-prop: Kafka keys for ours
 }
 
@@ -135,6 +142,7 @@ func parseArgs(args []string) (options, error) {
 	fs.Float64Var(&o.rate, "rate", 10000, "records per second of the latency run")
 	fs.DurationVar(&o.w.minSleep, "min-sleep", 2*time.Millisecond, "the latency runs' pacing: sleep only when this far ahead of the schedule (Kafka's ThroughputThrottler: 2ms); 0 sleeps before every record")
 	fs.StringVar(&o.only, "only", "", "run only the throughput or the latency measurements")
+	fs.StringVar(&o.cdf, "cdf", "", "append each latency run's distribution (quantiles, ms) to this file, for cmd/plots -kind latencycdf")
 	fs.BoolVar(&o.baseline, "baseline", true, "measure the RF1 acks=1 baselines too (the ratios' denominators)")
 	fs.Func("broker-env", "with --brokers processes, a KEY=value for the brokers' environment, such as GOMAXPROCS=1 (repeat it)", func(kv string) error {
 		if !strings.Contains(kv, "=") {
@@ -256,6 +264,8 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 // bench holds a run's cluster, options and results.
 type bench struct {
 	o       options
+	c       *cluster.Cluster // the containers (ZooKeeper's only, with procs)
+	procs   *processes       // the brokers, when they run as processes
 	servers []string
 	adm     *kadm.Client
 	meter   *cpuMeter
@@ -279,7 +289,7 @@ func newBench(ctx context.Context, c *cluster.Cluster, procs *processes, o optio
 	if err != nil {
 		return nil, err
 	}
-	return &bench{o: o, servers: servers, adm: kadm.NewClient(cl), meter: meter, cpu: map[string][]cpuUse{}}, nil
+	return &bench{o: o, c: c, procs: procs, servers: servers, adm: kadm.NewClient(cl), meter: meter, cpu: map[string][]cpuUse{}}, nil
 }
 
 // throughputs runs every producer against every setup, rounds times,
@@ -298,6 +308,9 @@ func (b *bench) throughputs(ctx context.Context, out io.Writer) error {
 					return newProducer(p, b.servers, topic, s.acks, b.o.props, ack)
 				}
 				res, err := measureThroughput(ctx, newP, b.o.size, b.o.w, b.meter)
+				if err != nil {
+					b.diagnose(topic, err)
+				}
 				b.deleteTopic(topic)
 				if err != nil {
 					return fmt.Errorf("%s, %s: %w", s.name, p, err)
@@ -349,6 +362,9 @@ func (b *bench) latencies(ctx context.Context, out io.Writer) error {
 				}
 				newC := func() (consumerClient, error) { return newConsumer(ctx, p, b.servers, topic, b.o.partitions) }
 				res, err := measureLatency(ctx, newP, newC, b.o.size, b.o.rate, b.o.w, b.meter)
+				if err != nil {
+					b.diagnose(topic, err)
+				}
 				b.deleteTopic(topic)
 				if err != nil {
 					return fmt.Errorf("latency, %s, %s: %w", s.name, p, err)
@@ -369,6 +385,11 @@ func (b *bench) latencies(ctx context.Context, out io.Writer) error {
 		}
 	}
 
+	if b.o.cdf != "" {
+		if err := b.writeCDF(results, pairs); err != nil {
+			return err
+		}
+	}
 	fmt.Fprintf(out, "\nLatency: %.0f records/s for %s after %s of warm-up, %d round(s) merged; from the Produce call to the consumer's poll (end to end) and to the acknowledgement (ack); ms\n",
 		b.o.rate, b.o.w.length, b.o.w.warmup, b.o.rounds)
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
@@ -390,6 +411,41 @@ func (b *bench) latencies(ctx context.Context, out io.Writer) error {
 		}
 	}
 	return tw.Flush()
+}
+
+// writeCDF appends the latency runs' distributions to o.cdf, a line per
+// quantile: where the brokers ran, the setup, the clients, e2e or ack,
+// the quantile and its latency in ms, tab-separated (stage06's cmd/plots
+// -kind latencycdf reads them).
+func (b *bench) writeCDF(results map[string]*latency, pairs []string) error {
+	f, err := os.OpenFile(b.o.cdf, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+	if err != nil {
+		return err
+	}
+	var qs []float64
+	for i := 1; i < 100; i++ {
+		qs = append(qs, float64(i)/100)
+	}
+	qs = append(qs, 0.995, 0.999, 0.9995, 0.9999)
+	pace := "kafka"
+	if b.o.w.minSleep == 0 {
+		pace = "every-record"
+	}
+	for _, s := range b.setups() {
+		for _, p := range pairs {
+			r := results[s.name+" "+p]
+			for _, kind := range []string{"e2e", "ack"} {
+				h := &r.e2e
+				if kind == "ack" {
+					h = &r.ack
+				}
+				for _, q := range qs {
+					fmt.Fprintf(f, "%s\t%s\t%s\t%s\t%s\t%g\t%.4f\n", b.o.brokers, pace, s.name, p, kind, q, ms(h.Quantile(q)))
+				}
+			}
+		}
+	}
+	return f.Close()
 }
 
 func (b *bench) addCPU(row string, u cpuUse) {

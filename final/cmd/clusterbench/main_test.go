@@ -2,7 +2,9 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"os"
 	"testing"
 	"time"
 
@@ -98,5 +100,26 @@ func TestFlags(t *testing.T) {
 	for _, bad := range [][]string{{"--record-size", "8"}, {"--producer-prop", "linger.ms"}, {"--rounds", "0"}, {"--only", "both"}, {"extra"}} {
 		_, err := parseArgs(bad)
 		require.Error(t, err, fmt.Sprint(bad))
+	}
+}
+
+// TestAFailedRunLeavesEachBrokersViewOfItsTopic: diagnose writes, to a
+// file it names, every broker's view of the topic's partitions and their
+// high watermarks, for a stall that is gone by the next run.
+func TestAFailedRunLeavesEachBrokersViewOfItsTopic(t *testing.T) {
+	servers := fakeCluster(t, "stalled")
+	b := &bench{servers: servers}
+	path := b.diagnose("stalled", errors.New("3 records failed"))
+	require.NotEmpty(t, path)
+	t.Cleanup(func() { os.Remove(path) })
+	got, err := os.ReadFile(path)
+	require.NoError(t, err)
+	require.Contains(t, string(got), "3 records failed")
+	for i := range 3 {
+		require.Contains(t, string(got), fmt.Sprintf("broker %d (%s) sees controller", i, servers[i]))
+	}
+	for p := range 6 {
+		require.Contains(t, string(got), fmt.Sprintf("stalled-%d: leader ", p))
+		require.Contains(t, string(got), fmt.Sprintf("stalled-%d: high watermark 0", p))
 	}
 }

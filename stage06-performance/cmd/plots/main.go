@@ -27,10 +27,11 @@ import (
 
 // kind is one figure.
 type kind struct {
-	about string                            // one line for -list
-	bench string                            // the benchmark whose output it reads
-	draw  func(results) (*plot.Plot, error) // builds the plot from the medians
-	w, h  vg.Length                         // the PNG's size
+	about string                              // one line for -list
+	bench string                              // the benchmark whose output it reads
+	draw  func(results) (*plot.Plot, error)   // builds the plot from the medians
+	read  func(io.Reader) (*plot.Plot, error) // or from its own input, when the figure is not a benchmark's
+	w, h  vg.Length                           // the PNG's size
 }
 
 // kinds are the figures this command draws, by -kind.
@@ -40,7 +41,9 @@ var kinds = map[string]kind{
 	"ceiling": {about: "MB/s of raw write, sink, RF1 acks=1 and RF3 acks=all, with the aim of 0.8 × raw",
 		bench: "BenchmarkBrokerCeiling (stage06 ./ceiling)", draw: drawCeiling, w: 14 * vg.Centimeter, h: 10 * vg.Centimeter},
 	"batching": {about: "records/s per batch.size (log scale), one line per linger.ms", bench: "BenchmarkBatching (stage06 ./producer)", draw: drawBatching, w: 16 * vg.Centimeter, h: 10 * vg.Centimeter},
-	"codecs":   {about: "compression ratio (stored/values) against produce MB/s, a point per codec", bench: "BenchmarkCodecs (stage06 ./server)", draw: drawCodecs, w: 16 * vg.Centimeter, h: 10 * vg.Centimeter},
+	"latencycdf": {about: "share of records within x ms end to end, RF3 acks=all, one line per place the brokers ran, pacing and client",
+		bench: "final/cmd/clusterbench --cdf FILE", read: drawLatencyCDF, w: 16 * vg.Centimeter, h: 13 * vg.Centimeter},
+	"codecs": {about: "compression ratio (stored/values) against produce MB/s, a point per codec", bench: "BenchmarkCodecs (stage06 ./server)", draw: drawCodecs, w: 16 * vg.Centimeter, h: 10 * vg.Centimeter},
 }
 
 func main() {
@@ -84,11 +87,18 @@ func run(args []string, stdin io.Reader, stdout io.Writer) error {
 		defer f.Close()
 		r = f
 	}
-	res, err := parse(r)
-	if err != nil {
-		return err
+	var (
+		p   *plot.Plot
+		err error
+	)
+	if k.read != nil {
+		p, err = k.read(r)
+	} else {
+		var res results
+		if res, err = parse(r); err == nil {
+			p, err = k.draw(res)
+		}
 	}
-	p, err := k.draw(res)
 	if err != nil {
 		return fmt.Errorf("%s: %w", *kindName, err)
 	}
