@@ -52,8 +52,11 @@ type conn struct {
 	growWant int
 	// ahead holds bytes read past a complete frame (a client pipelining
 	// requests) while the connection is muted or waits for memory; they
-	// are parsed before the socket is read again.
-	ahead []byte
+	// are parsed before the socket is read again. aheadBuf is the
+	// free-list buffer they were copied into (keepAhead), if any: it goes
+	// back once they are all parsed.
+	ahead    []byte
+	aheadBuf *frameBuffer
 	// inflight is the request read and not yet answered, to cancel if the
 	// connection closes first (Request.Done).
 	inflight *Request
@@ -116,6 +119,12 @@ func (c *conn) logDuplicate(r *Request) {
 // readiness event keeps the Processor fair across connections; epoll is
 // level-triggered, so whatever is left is reported again in the next round.
 func (p *Processor) read(c *conn) {
+	if c.aheadBuf != nil && len(c.ahead) == 0 {
+		// Every byte read ahead was parsed (into frames of their own
+		// buffers) before the socket is read again.
+		c.aheadBuf.free()
+		c.aheadBuf = nil
+	}
 	// Mid-frame, read straight into the frame; otherwise into the
 	// Processor's shared scratch buffer, so that an idle connection owns
 	// no buffer at all.
@@ -153,6 +162,28 @@ func (p *Processor) read(c *conn) {
 		return
 	}
 	p.consume(c, p.scratch[:n], false)
+}
+
+// aheadPooled is the least read-ahead that keepAhead copies into a buffer
+// of the free list: a 64 KiB buffer for a few bytes would make every
+// pipelining connection hold one.
+const aheadPooled = 16 << 10
+
+// keepAhead copies data, bytes read from the scratch buffer past a complete
+// frame, for a connection that may not parse them yet. They are at most
+// one read's worth (64 KiB), and would be copied once anyway (into their
+// own frames' buffers) when the connection resumes; a copy of 16 KiB or
+// more goes into a free-list buffer, so that a pipelining client makes no
+// garbage. (Kafka reads the size prefix, then exactly the frame: never
+// ahead, at the cost of a read(2) per frame, 1.2 µs on this machine's
+// virtual CPUs.)
+func (p *Processor) keepAhead(c *conn, data []byte) []byte {
+	if len(data) < aheadPooled {
+		return append([]byte(nil), data...)
+	}
+	fb := newFrameBuffer(len(data))
+	c.aheadBuf = fb // read() freed any earlier one
+	return fb.b[:copy(fb.b, data)]
 }
 
 // growBody makes room in a full frame buffer (nextFrameCap), reserving the
@@ -233,7 +264,7 @@ func (p *Processor) consume(c *conn, data []byte, owned bool) {
 			// Muted by the frame just completed (a pipelining client),
 			// or waiting for memory: keep the rest for later.
 			if !owned {
-				data = append([]byte(nil), data...)
+				data = p.keepAhead(c, data)
 			}
 			c.ahead = data
 			if !c.muted && !c.memWait {

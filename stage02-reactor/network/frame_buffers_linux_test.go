@@ -99,3 +99,36 @@ func TestAFrameUpToTwiceTheFirstReadGetsOneBuffer(t *testing.T) {
 		require.Equal(t, c.want, nextFrameCap(body, c.frame, c.at), "%+v", c)
 	}
 }
+
+// TestBytesReadAheadOfAMutedConnectionKeepTheirOrder: two clients each
+// write forty 20 KiB requests in one go. Every read past a complete frame
+// holds the next frames' bytes while the connection is muted (copied into
+// a free-list buffer, 16 KiB or more at a time), and the buffer goes back
+// once they are parsed: each client gets its forty answers, in order,
+// byte for byte, while the other's buffers come and go.
+func TestBytesReadAheadOfAMutedConnectionKeepTheirOrder(t *testing.T) {
+	h := startServer(t, implementation{"reactor", NewReactorServer}, nil)
+	const n, size = 40, 20 << 10
+	var clients []*client
+	writes := make(chan error, 2)
+	for k := range 2 {
+		c := h.dial()
+		clients = append(clients, c)
+		var all []byte
+		for i := range n {
+			all = append(all, requestFrame(uint32(i+1), opEcho, pattern(k*n+i, size))...)
+		}
+		go func() { // the answers come while the requests are written
+			_, err := c.nc.Write(all)
+			writes <- err
+		}()
+	}
+	for k, c := range clients {
+		for i := range n {
+			c.expect(uint32(i+1), pattern(k*n+i, size))
+		}
+	}
+	for range 2 {
+		require.NoError(t, <-writes)
+	}
+}

@@ -579,7 +579,8 @@ func (p *Processor) closeConn(c *conn, reason closeReason, err error) {
 	}
 	delete(p.conns, c.fd)
 	p.idleRemove(c)
-	c.body, c.bodyBuf, c.ahead = nil, nil, nil
+	c.aheadBuf.free()
+	c.body, c.bodyBuf, c.ahead, c.aheadBuf = nil, nil, nil, nil
 	p.srv.openConns.Add(-1)
 	p.stats.countClose(reason)
 	logClose(p.logger, c.id, reason, err)
