@@ -110,8 +110,12 @@ func drawLatencyCDF(r io.Reader) (*plot.Plot, error) {
 		if err != nil {
 			return nil, err
 		}
-		line.Color = plotutil.Color(n)
-		line.Width = vg.Points(1.5)
+		// The client is the colour, the place the width, the pacing the dashes.
+		line.Color = plotutil.Color(0)
+		if s.client != "ours" {
+			line.Color = plotutil.Color(2)
+		}
+		line.Width = vg.Points(1)
 		if s.brokers == "containers" {
 			line.Width = vg.Points(2.5)
 		}
@@ -128,7 +132,7 @@ func drawLatencyCDF(r io.Reader) (*plot.Plot, error) {
 		return nil, fmt.Errorf("no RF3 end-to-end series in the input")
 	}
 	p.X.Min, p.X.Max = 0, nines(0.9999)
-	p.Y.Min, p.Y.Max = math.Max(0.1, lowest*0.8), math.Max(highest*1.5, 2*cdfAim)
+	p.Y.Min, p.Y.Max = math.Max(0.1, lowest*0.8), math.Max(highest*8, 2*cdfAim) // room for the legend
 	aim, err := plotter.NewLine(plotter.XYs{{X: p.X.Min, Y: cdfAim}, {X: p.X.Max, Y: cdfAim}})
 	if err != nil {
 		return nil, err
