@@ -257,7 +257,7 @@ func (p *Processor) retryMemory() {
 // (it is the scratch buffer).
 func (p *Processor) consume(c *conn, data []byte, owned bool) {
 	// exercise 02.1: cut a connection's bytes into frames, keeping what a muted connection may not read yet
-	// hint: loop while data is left; when !p.wantsRead(c), keep the rest in c.ahead (a copy unless owned) and p.park(c) a connection held back only by back-pressure; fill c.sizeBuf (c.sizeN bytes so far), checkSize the int32 against c.state.frameLimit(p.maxRequestBytes) (closedBadSize), then copy into c.body after p.growBody(c, len(data)) and p.completeFrame(c) once len(c.body) == c.frameSize; a zero size is a whole frame
+	// hint: loop while data is left; when !p.wantsRead(c), keep the rest in c.ahead (p.keepAhead copies it, unless owned) and p.park(c) a connection held back only by back-pressure; fill c.sizeBuf (c.sizeN bytes so far), checkSize the int32 against c.state.frameLimit(p.maxRequestBytes) (closedBadSize), then copy into c.body after p.growBody(c, len(data)) and p.completeFrame(c) once len(c.body) == c.frameSize; a zero size is a whole frame
 	// tests: TestPipelinedRequestsAreAnsweredInOrder, TestBadFramesCloseOnlyTheirConnection, TestZeroSizeFrameIsARequest, TestBackPressureLosesNothing
 	for len(data) > 0 {
 		if !p.wantsRead(c) {
