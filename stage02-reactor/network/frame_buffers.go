@@ -46,11 +46,18 @@ func frameBufferClass(n int) int {
 	return shift - minFrameBufferShift
 }
 
+// minPooledFrame is the smallest buffer taken from the free list: a
+// smaller one is allocated to its size, as small requests (a Metadata, a
+// Fetch, a heartbeat) are almost all of them and are not recycled (only
+// Produce recycles), and a 64 KiB buffer each would be 64 KiB of garbage
+// each. Above it a buffer is at most twice the bytes it holds.
+const minPooledFrame = 32 << 10
+
 // newFrameBuffer returns a buffer of at least n bytes, from the free list
-// when one of the right size is there.
+// when n is large enough and one of the right size is there.
 func newFrameBuffer(n int) *frameBuffer {
 	class := frameBufferClass(n)
-	if class < 0 {
+	if class < 0 || n < minPooledFrame {
 		return &frameBuffer{b: make([]byte, n)}
 	}
 	if fb, ok := frameBufferLists[class].Get().(*frameBuffer); ok {
@@ -67,7 +74,7 @@ func (fb *frameBuffer) free() {
 	}
 	class := frameBufferClass(len(fb.b))
 	if class < 0 || len(fb.b) != 1<<(minFrameBufferShift+class) {
-		return // too large for a list: the garbage collector takes it
+		return // too small or too large for a list: the garbage collector takes it
 	}
 	frameBufferLists[class].Put(fb)
 }
