@@ -87,7 +87,7 @@ func startProcesses(ctx context.Context, zk []string, n int, props map[string]st
 		cmd := exec.Command(bin, args...)
 		cmd.Env = append(os.Environ(), brokerEnv...)
 		cmd.Stdout, cmd.Stderr = f, f
-		cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL} // gone with clusterbench, even killed
+		cmd.SysProcAttr = dieWithParent()
 		if err := cmd.Start(); err != nil {
 			f.Close()
 			p.stop()
