@@ -372,7 +372,7 @@ func (c *Cluster) WaitBrokers(ctx context.Context) error {
 func (c *Cluster) WaitBroker(ctx context.Context, id int) error {
 	b := c.brokers[id]
 	return poll(ctx, 90*time.Second, b.Name+" serving on "+b.Addr, func() error {
-		md, err := brokerMetadata(ctx, b.Addr)
+		md, err := BrokerMetadata(ctx, b.Addr)
 		if err != nil {
 			return err
 		}
@@ -383,9 +383,10 @@ func (c *Cluster) WaitBroker(ctx context.Context, id int) error {
 	})
 }
 
-// brokerMetadata asks the broker at addr alone for the cluster's brokers.
-func brokerMetadata(ctx context.Context, addr string) (kadm.Metadata, error) {
-	cl, err := soloClient(addr)
+// BrokerMetadata asks the broker at addr alone for the cluster's brokers
+// (a broker run by the caller too: clusterbench's processes).
+func BrokerMetadata(ctx context.Context, addr string) (kadm.Metadata, error) {
+	cl, err := SoloClient(addr)
 	if err != nil {
 		return kadm.Metadata{}, err
 	}
@@ -395,9 +396,9 @@ func brokerMetadata(ctx context.Context, addr string) (kadm.Metadata, error) {
 	return kadm.NewClient(cl).BrokerMetadata(ctx)
 }
 
-// soloClient is a client of the broker at addr alone, for one quick
+// SoloClient is a client of the broker at addr alone, for one quick
 // question: no retries, a short dial.
-func soloClient(addr string) (*kgo.Client, error) {
+func SoloClient(addr string) (*kgo.Client, error) {
 	return kgo.NewClient(kgo.SeedBrokers(addr), kgo.RequestRetries(0), kgo.DialTimeout(2*time.Second))
 }
 

@@ -37,7 +37,7 @@ func (c *Cluster) Views(ctx context.Context, topic string) map[int]View {
 // brokerView asks the broker at addr, and no other, for topic's
 // partitions.
 func brokerView(ctx context.Context, addr, topic string) (View, error) {
-	cl, err := soloClient(addr)
+	cl, err := SoloClient(addr)
 	if err != nil {
 		return nil, err
 	}

@@ -5,11 +5,11 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"slices"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/kafkaworkbook/workbook/final/cluster"
 )
 
 // diagnose writes what a failed measurement leaves to look at, before its
@@ -30,11 +30,12 @@ func (b *bench) diagnose(topic string, cause error) string {
 	defer f.Close()
 	fmt.Fprintf(f, "clusterbench failure at %s: %v\ntopic %s\n\n", time.Now().UTC().Format(time.RFC3339), cause, topic)
 	for i, addr := range b.servers {
-		cl, err := b.soloAdmin(addr)
+		solo, err := cluster.SoloClient(addr)
 		if err != nil {
 			fmt.Fprintf(f, "broker at %s: %v\n", addr, err)
 			continue
 		}
+		cl := kadm.NewClient(solo)
 		md, err := cl.Metadata(ctx, topic)
 		if err != nil {
 			fmt.Fprintf(f, "broker %d (%s): metadata: %v\n", i, addr, err)
@@ -42,14 +43,7 @@ func (b *bench) diagnose(topic string, cause error) string {
 			continue
 		}
 		fmt.Fprintf(f, "broker %d (%s) sees controller %d:\n", i, addr, md.Controller)
-		t := md.Topics[topic]
-		for _, p := range slices.SortedFunc(func(yield func(kadm.PartitionDetail) bool) {
-			for _, p := range t.Partitions {
-				if !yield(p) {
-					return
-				}
-			}
-		}, func(a, b kadm.PartitionDetail) int { return int(a.Partition - b.Partition) }) {
+		for _, p := range md.Topics[topic].Partitions.Sorted() {
 			fmt.Fprintf(f, "  %s-%d: leader %d epoch %d replicas %v isr %v err %v\n", topic, p.Partition, p.Leader, p.LeaderEpoch, p.Replicas, p.ISR, p.Err)
 		}
 		if ends, err := cl.ListEndOffsets(ctx, topic); err == nil {
@@ -64,15 +58,6 @@ func (b *bench) diagnose(topic string, cause error) string {
 	}
 	fmt.Fprintf(stderr, "clusterbench: the failed run's partitions and broker logs are in %s\n", path)
 	return path
-}
-
-// soloAdmin is an admin client of one broker only, to read its own view.
-func (b *bench) soloAdmin(addr string) (*kadm.Client, error) {
-	cl, err := kgo.NewClient(kgo.SeedBrokers(addr))
-	if err != nil {
-		return nil, err
-	}
-	return kadm.NewClient(cl), nil
 }
 
 // brokerLog is the last lines of broker i's log: its container's, or its

@@ -120,6 +120,7 @@ type options struct {
 	only       string
 	baseline   bool              // measure each setup's RF1 acks=1 baseline too
 	cdf        string            // --cdf: append the latency distributions to this file
+	brokerEnv  []string          // --broker-env: KEY=value for the brokers' processes
 	props      map[string]string // --producer-prop: Kafka keys for ours
 }
 
@@ -148,7 +149,7 @@ func parseArgs(args []string) (options, error) {
 		if !strings.Contains(kv, "=") {
 			return fmt.Errorf("%q is not KEY=value", kv)
 		}
-		brokerEnv = append(brokerEnv, kv)
+		o.brokerEnv = append(o.brokerEnv, kv)
 		return nil
 	})
 	fs.Func("producer-prop", "a Kafka producer key=value for ours and ours-1MB, over the defaults (repeat it)", func(kv string) error {
@@ -236,7 +237,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	}
 	var procs *processes
 	if o.brokers == "processes" {
-		if procs, err = startProcesses(ctx, c.ZooKeeperConnect(), 3, nil); err != nil {
+		if procs, err = startProcesses(ctx, c.ZooKeeperConnect(), 3, o.brokerEnv); err != nil {
 			return err
 		}
 		defer procs.stop()

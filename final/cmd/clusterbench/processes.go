@@ -15,9 +15,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kgo"
-
 	"github.com/kafkaworkbook/workbook/final/cluster"
 )
 
@@ -41,9 +38,10 @@ type processes struct {
 }
 
 // startProcesses builds the broker and starts n brokers on zk (the
-// ensemble's 127.0.0.1 addresses), with cluster.DefaultBrokerProps and
-// props over them, and waits until each lists all n in its metadata.
-func startProcesses(ctx context.Context, zk []string, n int, props map[string]string) (*processes, error) {
+// ensemble's 127.0.0.1 addresses), with cluster.DefaultBrokerProps and env
+// added to their environment, and waits until each lists all n in its
+// metadata.
+func startProcesses(ctx context.Context, zk []string, n int, env []string) (*processes, error) {
 	dir, err := os.MkdirTemp("", "clusterbench-brokers-")
 	if err != nil {
 		return nil, err
@@ -73,7 +71,6 @@ func startProcesses(ctx context.Context, zk []string, n int, props map[string]st
 			// clusterbench reads /proc, not the metrics.
 			"metrics.prometheus.listener": "",
 		})
-		maps.Copy(settings, props)
 		var args []string
 		for _, k := range slices.Sorted(maps.Keys(settings)) {
 			args = append(args, "--override", k+"="+settings[k])
@@ -85,7 +82,7 @@ func startProcesses(ctx context.Context, zk []string, n int, props map[string]st
 			return nil, err
 		}
 		cmd := exec.Command(bin, args...)
-		cmd.Env = append(os.Environ(), brokerEnv...)
+		cmd.Env = append(os.Environ(), env...)
 		cmd.Stdout, cmd.Stderr = f, f
 		cmd.SysProcAttr = dieWithParent()
 		if err := cmd.Start(); err != nil {
@@ -104,9 +101,6 @@ func startProcesses(ctx context.Context, zk []string, n int, props map[string]st
 	}
 	return p, nil
 }
-
-// brokerEnv is added to the brokers' environment (--broker-env).
-var brokerEnv []string
 
 // freePort is a port of 127.0.0.1 nobody listens on now.
 func freePort() (int, error) {
@@ -128,7 +122,7 @@ func (p *processes) wait(ctx context.Context, n int) error {
 				return fmt.Errorf("broker %d exited at start; its output: %s\n%s", i, p.outputs[i], tail(p.outputs[i], 20))
 			default:
 			}
-			if ok := metadataLists(ctx, addr, n); ok {
+			if md, err := cluster.BrokerMetadata(ctx, addr); err == nil && len(md.Brokers) == n {
 				break
 			}
 			if time.Now().After(deadline) || ctx.Err() != nil {
@@ -138,20 +132,6 @@ func (p *processes) wait(ctx context.Context, n int) error {
 		}
 	}
 	return nil
-}
-
-// metadataLists says whether the broker at addr answers Metadata with n
-// brokers in it.
-func metadataLists(ctx context.Context, addr string, n int) bool {
-	cl, err := kgo.NewClient(kgo.SeedBrokers(addr))
-	if err != nil {
-		return false
-	}
-	defer cl.Close()
-	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-	defer cancel()
-	md, err := kadm.NewClient(cl).BrokerMetadata(ctx)
-	return err == nil && len(md.Brokers) == n
 }
 
 // tail is the last n lines of the file at path.
