@@ -2,13 +2,11 @@ package compat_test
 
 import (
 	"context"
-	"fmt"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/kafkaworkbook/workbook/stage05-controller/brokertest"
-	"github.com/kafkaworkbook/workbook/stage05-controller/zktest"
 	"github.com/kafkaworkbook/workbook/stage06-performance/producer"
 )
 
@@ -24,23 +22,8 @@ import (
 //
 //	cd final && go test -run '^$' -bench ProduceLatencyProcesses -benchtime 1x -v ./compat
 func BenchmarkProduceLatencyProcesses(b *testing.B) {
-	ens := zktest.StartEnsemble(b, 1)
-	c := brokertest.Start(b, ens, 3, map[string]string{"min.insync.replicas": "2", "replica.fetch.wait.max.ms": "500"})
-	for _, client := range []string{"franz-go", "ours"} {
-		for _, rf := range []int{3, 1} {
-			b.Run(fmt.Sprintf("%s/rf%d", client, rf), func(b *testing.B) {
-				run := brokertest.LatencyRun{RF: rf, Partitions: 6, Size: 100,
-					Rate: 10_000, Warmup: 3 * time.Second, Window: 10 * time.Second}
-				if client == "ours" {
-					run.Client = newOurs
-				}
-				for range b.N {
-					lat := brokertest.ProduceLatency(b, c, run)
-					brokertest.ReportLatency(b, fmt.Sprintf("final brokers as processes, %s, RF%d", client, rf), lat)
-				}
-			})
-		}
-	}
+	brokertest.BenchmarkProduceLatency(b, "final brokers as processes",
+		brokertest.NamedClient{Name: "franz-go"}, brokertest.NamedClient{Name: "ours", New: newOurs})
 }
 
 // ours is the course's producer as a brokertest.LatencyClient.

@@ -10,6 +10,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/kafkaworkbook/workbook/stage05-controller/zktest"
 )
 
 // LatencyRun is one produce-latency measurement against a cluster of
@@ -151,4 +153,35 @@ func ReportLatency(b *testing.B, what string, sorted []time.Duration) {
 	b.ReportMetric(q(0.99), "ack-p99-ms")
 	b.ReportMetric(q(1), "ack-max-ms")
 	b.Logf("%s: %d records, ack p50 %.2f ms, p90 %.2f, p99 %.2f, max %.2f", what, len(sorted), q(0.5), q(0.9), q(0.99), q(1))
+}
+
+// A NamedClient is a producer BenchmarkProduceLatency compares; a nil New
+// is franz-go's (kgo, linger 0, no compression).
+type NamedClient struct {
+	Name string
+	New  func(addrs []string, rf int) (LatencyClient, error)
+}
+
+// BenchmarkProduceLatency is the processes' latency benchmark of issue 26,
+// for a stage's broker as this package builds it: one ZooKeeper server in
+// a container (off the data path) and three brokers as processes on
+// 127.0.0.1, then, for each client, ProduceLatency at chapter 8's settings
+// (100-byte records, 10,000 a second, six partitions, 3 s of warm-up and
+// a 10 s window), RF3 acks=all with min.insync.replicas=2 and the RF1
+// acks=1 baseline, each a sub-benchmark client/rfN reported with
+// ReportLatency; brokers names them in the log.
+func BenchmarkProduceLatency(b *testing.B, brokers string, clients ...NamedClient) {
+	ens := zktest.StartEnsemble(b, 1)
+	c := Start(b, ens, 3, map[string]string{"min.insync.replicas": "2", "replica.fetch.wait.max.ms": "500"})
+	for _, client := range clients {
+		for _, rf := range []int{3, 1} {
+			b.Run(fmt.Sprintf("%s/rf%d", client.Name, rf), func(b *testing.B) {
+				run := LatencyRun{RF: rf, Partitions: 6, Size: 100, Rate: 10_000,
+					Warmup: 3 * time.Second, Window: 10 * time.Second, Client: client.New}
+				for range b.N {
+					ReportLatency(b, fmt.Sprintf("%s, %s, RF%d", brokers, client.Name, rf), ProduceLatency(b, c, run))
+				}
+			})
+		}
+	}
 }
