@@ -399,7 +399,7 @@ func (cl *cleaning) cleanSegments(group []cleanSource, m *offsetMap, horizonMs i
 	l := cl.l
 	cfg := cl.c.cfg // the new segment's own copy: it leaves this function closed
 	base := group[0].base
-	for _, suffix := range []string{logSuffix, indexSuffix, timeIndexSuffix} {
+	for _, suffix := range segmentSuffixes {
 		os.Remove(filepath.Join(l.dir, segmentName(base)+suffix+cleanedSuffix)) // an earlier round's, aborted by an error
 	}
 	dst, err := createSegmentFiles(l.dir, base, &cfg, l.logger, group[len(group)-1].lastModified, cleanedSuffix)
@@ -409,7 +409,7 @@ func (cl *cleaning) cleanSegments(group []cleanSource, m *offsetMap, horizonMs i
 	defer func() {
 		if err != nil {
 			dst.close()
-			for _, suffix := range []string{logSuffix, indexSuffix, timeIndexSuffix} {
+			for _, suffix := range segmentSuffixes {
 				os.Remove(dst.path(suffix))
 			}
 		}
@@ -430,6 +430,23 @@ func (cl *cleaning) cleanSegments(group []cleanSource, m *offsetMap, horizonMs i
 		cl.stats.SegmentsRead++
 	}
 	if err := dst.onBecomeInactive(); err != nil {
+		return err
+	}
+	// Markers are kept whole, so every aborted transaction of the group
+	// still has its marker: the cleaned segment's index is theirs, and is
+	// written even when empty (cleaner_swap.go).
+	var txns []AbortedTxn
+	for _, src := range group {
+		entries, err := src.seg.txnEntries()
+		if err != nil {
+			return err
+		}
+		txns = append(txns, entries...)
+	}
+	dst.txns.mu.Lock()
+	err = dst.writeTxnsLocked(txns)
+	dst.txns.mu.Unlock()
+	if err != nil {
 		return err
 	}
 	dst.setLastModified(group[len(group)-1].lastModified) // Kafka: cleaned.lastModified = segments.last.lastModified

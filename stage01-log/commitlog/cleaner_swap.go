@@ -60,7 +60,7 @@ func swapStep(step, dir string) {
 func (l *Log) replaceSegments(group []cleanSource, size int64, lastModified time.Time, truncations uint64) error {
 	base := group[0].base
 	name := func(suffix string) string { return filepath.Join(l.dir, segmentName(base)+suffix) }
-	suffixes := []string{indexSuffix, timeIndexSuffix, logSuffix} // the .log last: its rename decides
+	suffixes := []string{indexSuffix, timeIndexSuffix, txnIndexSuffix, logSuffix} // the .log last: its rename decides
 
 	swapStep("cleaned", l.dir)
 	l.mu.Lock()
@@ -128,12 +128,22 @@ func (l *Log) completeSwap(name string, logs map[int64]os.FileInfo) error {
 	if err != nil {
 		return fmt.Errorf("open log %s: interrupted swap %s: %w", l.dir, name, err)
 	}
+	// The swap's .txnindex (always written by the cleaner, renamed before
+	// the .log) is either still a .swap file, and any index under its final
+	// name is the old segment's, or already under its final name.
+	txnSwap := false
+	if _, err := os.Stat(filepath.Join(l.dir, segmentName(base)+txnIndexSuffix+swapSuffix)); err == nil {
+		txnSwap = true
+	}
 	l.logger.Warn("completing a compaction interrupted by a crash", "swap", name, "offsets", fmt.Sprintf("[%d, %d)", base, next))
 	for old := range logs {
 		if old < base || old >= max(next, base+1) {
 			continue
 		}
-		for _, suffix := range []string{logSuffix, indexSuffix, timeIndexSuffix} {
+		for _, suffix := range segmentSuffixes {
+			if suffix == txnIndexSuffix && old == base && !txnSwap {
+				continue // the swap's own, renamed before the crash
+			}
 			if err := os.Remove(filepath.Join(l.dir, segmentName(old)+suffix)); err != nil && !errors.Is(err, os.ErrNotExist) {
 				return fmt.Errorf("open log %s: remove segment replaced by %s: %w", l.dir, name, err)
 			}
@@ -146,6 +156,12 @@ func (l *Log) completeSwap(name string, logs map[int64]os.FileInfo) error {
 	for _, suffix := range []string{indexSuffix, timeIndexSuffix} {
 		if err := os.Remove(filepath.Join(l.dir, segmentName(base)+suffix)); err != nil && !errors.Is(err, os.ErrNotExist) {
 			return fmt.Errorf("open log %s: %w", l.dir, err)
+		}
+	}
+	if txnSwap {
+		txn := filepath.Join(l.dir, segmentName(base)+txnIndexSuffix)
+		if err := os.Rename(txn+swapSuffix, txn); err != nil {
+			return fmt.Errorf("open log %s: complete swap: %w", l.dir, err)
 		}
 	}
 	if err := os.Rename(filepath.Join(l.dir, name), filepath.Join(l.dir, final)); err != nil {

@@ -129,10 +129,14 @@ func (l *Log) loadSegments() error {
 		return fmt.Errorf("open log %s: %w", l.dir, err)
 	}
 	logs := map[int64]os.FileInfo{}
-	var indexes, swaps []string
+	var indexes, swaps, txnSwaps []string
 	for _, e := range entries {
 		name := e.Name()
 		switch {
+		case strings.HasSuffix(name, txnIndexSuffix+swapSuffix):
+			// A swap's aborted transactions: completeSwap keeps it if its
+			// .log.swap is there too, and it is removed below if not.
+			txnSwaps = append(txnSwaps, name)
 		case strings.HasSuffix(name, logSuffix+swapSuffix):
 			// A cleaned segment that was complete (fsynced) when the crash
 			// came: the swap goes ahead below.
@@ -153,7 +157,7 @@ func (l *Log) loadSegments() error {
 			if logs[base], err = e.Info(); err != nil {
 				return fmt.Errorf("open log %s: %w", l.dir, err)
 			}
-		case strings.HasSuffix(name, indexSuffix), strings.HasSuffix(name, timeIndexSuffix):
+		case strings.HasSuffix(name, indexSuffix), strings.HasSuffix(name, timeIndexSuffix), strings.HasSuffix(name, txnIndexSuffix):
 			indexes = append(indexes, name)
 		}
 	}
@@ -162,8 +166,13 @@ func (l *Log) loadSegments() error {
 			return err
 		}
 	}
+	for _, name := range txnSwaps {
+		if err := os.Remove(filepath.Join(l.dir, name)); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return fmt.Errorf("remove leftover %s: %w", name, err)
+		}
+	}
 	for _, name := range indexes {
-		prefix := strings.TrimSuffix(strings.TrimSuffix(name, timeIndexSuffix), indexSuffix)
+		prefix := strings.TrimSuffix(strings.TrimSuffix(strings.TrimSuffix(name, timeIndexSuffix), indexSuffix), txnIndexSuffix)
 		if base, err := strconv.ParseInt(prefix, 10, 64); err != nil || logs[base] == nil {
 			l.logger.Warn("removing index without a log file", "file", name)
 			os.Remove(filepath.Join(l.dir, name))

@@ -25,6 +25,10 @@ const (
 	swapSuffix      = ".swap"    // a cleaned segment ready to replace the ones it was made from
 )
 
+// segmentSuffixes are a segment's files: the .txnindex exists only once a
+// transaction aborted in the segment (txnindex.go).
+var segmentSuffixes = []string{logSuffix, indexSuffix, timeIndexSuffix, txnIndexSuffix}
+
 // segmentName is the file name prefix of a segment: its base offset padded
 // to 20 digits, so that names sort like offsets.
 func segmentName(baseOffset int64) string { return fmt.Sprintf("%020d", baseOffset) }
@@ -90,6 +94,8 @@ type segment struct {
 	file    *os.File     // the .log file
 	offsets *offsetIndex // the .index file
 	times   *timeIndex   // the .timeindex file
+
+	txns txnIndex // the .txnindex file (txnindex.go), loaded on its own first use
 }
 
 func (s *segment) path(suffix string) string {
@@ -358,6 +364,15 @@ func (s *segment) recover(limit int64) (truncated int64, err error) {
 		}
 	}
 	s.size = valid
+	// Aborted transactions whose markers were cut off go too; stage 04
+	// adds back those whose markers it finds when it replays the log.
+	next, err := s.readNextOffset()
+	if err != nil {
+		return 0, err
+	}
+	if err := s.truncateTxns(next); err != nil {
+		return 0, err
+	}
 	return fi.Size() - valid, nil
 }
 
@@ -501,6 +516,9 @@ func (s *segment) truncateTo(offset int64) (next int64, err error) {
 	}
 	s.offsets.truncateTo(h.BaseOffset)
 	s.times.truncateTo(h.BaseOffset)
+	if err := s.truncateTxns(h.BaseOffset); err != nil {
+		return 0, err
+	}
 	if err := s.file.Truncate(pos); err != nil {
 		return 0, fmt.Errorf("truncate segment %s: %w", segmentName(s.baseOffset), err)
 	}
@@ -607,7 +625,7 @@ func (s *segment) flush() error {
 	if err := syncFile(s.file); err != nil {
 		return fmt.Errorf("fsync segment %s: %w", segmentName(s.baseOffset), err)
 	}
-	return errors.Join(s.offsets.flush(), s.times.flush())
+	return errors.Join(s.offsets.flush(), s.times.flush(), s.syncTxns())
 }
 
 // close releases the segment's files. The indexes are trimmed, so a clean
@@ -629,7 +647,7 @@ func (s *segment) close() error {
 func (s *segment) markDeleted() error {
 	s.detachIndexes()
 	var errs []error
-	for _, suffix := range []string{logSuffix, indexSuffix, timeIndexSuffix} {
+	for _, suffix := range segmentSuffixes {
 		if err := os.Rename(s.path(suffix), s.path(suffix)+deletedSuffix); err != nil && !errors.Is(err, os.ErrNotExist) {
 			errs = append(errs, err)
 		}
@@ -650,7 +668,7 @@ func (s *segment) detachIndexes() {
 // removeDeleted closes the segment and removes its .deleted files.
 func (s *segment) removeDeleted() error {
 	errs := []error{s.close()}
-	for _, suffix := range []string{logSuffix, indexSuffix, timeIndexSuffix} {
+	for _, suffix := range segmentSuffixes {
 		if err := os.Remove(s.path(suffix) + deletedSuffix); err != nil && !errors.Is(err, os.ErrNotExist) {
 			errs = append(errs, err)
 		}
@@ -661,7 +679,7 @@ func (s *segment) removeDeleted() error {
 // remove closes the segment and deletes its files at once (truncation).
 func (s *segment) remove() error {
 	errs := []error{s.close()}
-	for _, suffix := range []string{logSuffix, indexSuffix, timeIndexSuffix} {
+	for _, suffix := range segmentSuffixes {
 		if err := os.Remove(s.path(suffix)); err != nil && !errors.Is(err, os.ErrNotExist) {
 			errs = append(errs, err)
 		}
