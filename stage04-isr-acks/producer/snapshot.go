@@ -28,9 +28,13 @@ import (
 //	  lastOffset            int64
 //	  offsetDelta           int32   lastOffset - the last batch's first offset
 //	  timestamp             int64   the last batch's max timestamp
-//	  coordinatorEpoch      int32   -1: no transactions
-//	  currentTxnFirstOffset int64   -1: no transactions
+//	  coordinatorEpoch      int32   of the producer's last marker, -1: none
+//	  currentTxnFirstOffset int64   its open transaction's first offset, -1: none
 //	}
+//
+// A producer whose last word below offset was a marker (no batch of its
+// epoch) is written with lastSequence -1 and lastOffset -1, as Kafka does,
+// so that its epoch and coordinator epoch survive.
 const (
 	snapshotVersion   = 1
 	snapshotEntrySize = 8 + 2 + 4 + 8 + 4 + 8 + 4 + 8
@@ -61,6 +65,10 @@ func (s *State) SnapshotAt(offset int64) []byte {
 				break
 			}
 		}
+		if _, ok := lasts[pid]; !ok && len(e.Batches) == 0 && (e.CoordinatorEpoch >= 0 || e.TxnFirstOffset >= 0 && e.TxnFirstOffset < offset) {
+			pids = append(pids, pid)
+			lasts[pid] = Batch{FirstSeq: NoSequence, LastSeq: NoSequence, FirstOffset: -1, LastOffset: -1, Timestamp: e.LastTimestamp}
+		}
 	}
 	slices.Sort(pids)
 	b := make([]byte, snapshotHeader, snapshotHeader+len(pids)*snapshotEntrySize)
@@ -74,8 +82,12 @@ func (s *State) SnapshotAt(offset int64) []byte {
 		b = binary.BigEndian.AppendUint64(b, uint64(last.LastOffset))
 		b = binary.BigEndian.AppendUint32(b, uint32(last.LastOffset-last.FirstOffset))
 		b = binary.BigEndian.AppendUint64(b, uint64(last.Timestamp))
-		b = binary.BigEndian.AppendUint32(b, 0xffffffff) // coordinatorEpoch -1
-		b = binary.BigEndian.AppendUint64(b, ^uint64(0)) // currentTxnFirstOffset -1
+		b = binary.BigEndian.AppendUint32(b, uint32(e.CoordinatorEpoch))
+		txnFirst := int64(-1)
+		if e.TxnFirstOffset >= 0 && e.TxnFirstOffset < offset {
+			txnFirst = e.TxnFirstOffset
+		}
+		b = binary.BigEndian.AppendUint64(b, uint64(txnFirst))
 	}
 	s.mu.Unlock()
 	binary.BigEndian.PutUint32(b[2:], crc32.Checksum(b[6:], castagnoli))
@@ -100,6 +112,7 @@ func (s *State) LoadSnapshot(b []byte) error {
 		return fmt.Errorf("%w: %d producers in %d bytes", ErrCorruptSnapshot, n, len(body))
 	}
 	producers := make(map[int64]*Entry, n)
+	open := map[int64]int64{}
 	for i := range n {
 		e := body[i*snapshotEntrySize:]
 		pid := int64(binary.BigEndian.Uint64(e))
@@ -108,15 +121,24 @@ func (s *State) LoadSnapshot(b []byte) error {
 		lastOffset := int64(binary.BigEndian.Uint64(e[14:]))
 		delta := int32(binary.BigEndian.Uint32(e[22:]))
 		ts := int64(binary.BigEndian.Uint64(e[26:]))
-		firstSeq := int64(lastSeq) - int64(delta)
-		if firstSeq < 0 { // the batch wrapped from MaxInt32 to 0
-			firstSeq += 1 << 31
+		coordinatorEpoch := int32(binary.BigEndian.Uint32(e[34:]))
+		txnFirst := int64(binary.BigEndian.Uint64(e[38:]))
+		entry := &Entry{ProducerID: pid, Epoch: epoch, TxnFirstOffset: -1, CoordinatorEpoch: coordinatorEpoch, LastTimestamp: ts}
+		if txnFirst >= 0 {
+			entry.TxnFirstOffset, open[pid] = txnFirst, txnFirst
 		}
-		producers[pid] = &Entry{ProducerID: pid, Epoch: epoch, Batches: []Batch{{
-			FirstSeq: int32(firstSeq), LastSeq: lastSeq, FirstOffset: lastOffset - int64(delta), LastOffset: lastOffset, Timestamp: ts}}}
+		if lastSeq != NoSequence || lastOffset >= 0 {
+			firstSeq := int64(lastSeq) - int64(delta)
+			if firstSeq < 0 { // the batch wrapped from MaxInt32 to 0
+				firstSeq += 1 << 31
+			}
+			entry.Batches = []Batch{{FirstSeq: int32(firstSeq), LastSeq: lastSeq, FirstOffset: lastOffset - int64(delta),
+				LastOffset: lastOffset, Timestamp: ts}}
+		}
+		producers[pid] = entry
 	}
 	s.mu.Lock()
-	s.producers = producers
+	s.producers, s.open, s.unreplicated = producers, open, nil
 	s.mu.Unlock()
 	return nil
 }

@@ -20,7 +20,8 @@ func TestSnapshotKeepsEachProducersLastBatch(t *testing.T) {
 	require.NoError(t, r.LoadSnapshot(b))
 	e, ok := r.Entry(3)
 	require.True(t, ok)
-	require.Equal(t, Entry{ProducerID: 3, Epoch: 1, Batches: []Batch{{FirstSeq: 12, LastSeq: 13, FirstOffset: 22, LastOffset: 23, Timestamp: 1006}}}, e)
+	require.Equal(t, Entry{ProducerID: 3, Epoch: 1, Batches: []Batch{{FirstSeq: 12, LastSeq: 13, FirstOffset: 22, LastOffset: 23, Timestamp: 1006}},
+		TxnFirstOffset: -1, CoordinatorEpoch: -1, LastTimestamp: 1006}, e)
 	dup, err := r.Check(3, 1, 12, 13)
 	require.NoError(t, err)
 	require.Equal(t, int64(22), dup.FirstOffset, "the last batch is still recognized as a duplicate")

@@ -36,6 +36,9 @@ type Batch struct {
 	FirstSeq, LastSeq       int32
 	FirstOffset, LastOffset int64
 	Timestamp               int64 // the batch's max timestamp
+	// Transactional: the batch belongs to a transaction, which it opens
+	// if the producer has none open in the partition (txn.go).
+	Transactional bool
 }
 
 // Entry is one producer's state in a partition.
@@ -43,8 +46,18 @@ type Entry struct {
 	ProducerID int64
 	Epoch      int16
 	// Batches are the last BatchesKept batches, oldest first. Invariant:
-	// consecutive in sequence, all of Epoch.
+	// consecutive in sequence, all of Epoch. None when the producer's last
+	// word here was a transaction marker of a newer epoch.
 	Batches []Batch
+	// TxnFirstOffset is the first offset of the producer's open
+	// transaction in the partition, or -1 (Kafka's currentTxnFirstOffset).
+	TxnFirstOffset int64
+	// CoordinatorEpoch is the epoch of the coordinator that wrote the
+	// producer's last marker here, or -1.
+	CoordinatorEpoch int32
+	// LastTimestamp is the newest timestamp of its batches and markers:
+	// an idle producer expires by it.
+	LastTimestamp int64
 }
 
 // LastSeq is the sequence of the producer's last record, or NoSequence.
@@ -83,6 +96,24 @@ type State struct {
 	appendMu  sync.Mutex
 	mu        sync.Mutex
 	producers map[int64]*Entry // Protected by mu.
+	// unreplicated are the transactions closed by markers the high
+	// watermark has not passed yet: they still hold the LSO (txn.go).
+	// Protected by mu.
+	unreplicated []CompletedTxn
+	// open maps each producer with an open transaction to its first
+	// offset: Entry.TxnFirstOffset, indexed. Protected by mu.
+	open map[int64]int64
+}
+
+// setTxn opens (first >= 0) or closes (-1) e's transaction. Called with
+// mu held.
+func (s *State) setTxn(e *Entry, first int64) {
+	e.TxnFirstOffset = first
+	if first >= 0 {
+		s.open[e.ProducerID] = first
+	} else {
+		delete(s.open, e.ProducerID)
+	}
 }
 
 // Serialize runs f, which checks a batch, appends it to the log and
@@ -96,7 +127,7 @@ func (s *State) Serialize(f func()) {
 }
 
 // NewState returns an empty state.
-func NewState() *State { return &State{producers: map[int64]*Entry{}} }
+func NewState() *State { return &State{producers: map[int64]*Entry{}, open: map[int64]int64{}} }
 
 // Check decides whether a producer's batch may be appended, as Kafka's
 // Log.analyzeAndValidateProducerState and ProducerAppendInfo do for a
@@ -152,10 +183,17 @@ func (s *State) Append(pid int64, epoch int16, b Batch) {
 	if ok && len(e.Batches) > 0 && b.LastOffset <= e.Batches[len(e.Batches)-1].LastOffset {
 		return // already recorded: a snapshot taken while appends went on, then the log read after it
 	}
-	if !ok || epoch > e.Epoch {
-		e = &Entry{ProducerID: pid, Epoch: epoch}
+	if !ok {
+		e = &Entry{ProducerID: pid, Epoch: epoch, TxnFirstOffset: -1, CoordinatorEpoch: -1}
 		s.producers[pid] = e
 	}
+	if epoch > e.Epoch {
+		e.Epoch, e.Batches = epoch, nil
+	}
+	if b.Transactional && e.TxnFirstOffset < 0 {
+		s.setTxn(e, b.FirstOffset)
+	}
+	e.LastTimestamp = max(e.LastTimestamp, b.Timestamp)
 	e.Batches = append(e.Batches, b)
 	if len(e.Batches) > BatchesKept {
 		e.Batches = append(e.Batches[:0], e.Batches[len(e.Batches)-BatchesKept:]...)
@@ -164,8 +202,26 @@ func (s *State) Append(pid int64, epoch int16, b Batch) {
 
 // TruncateFrom forgets the batches at or after offset, when the log is
 // truncated there (a follower diverging from its leader, KIP-101); a
-// producer left with none is forgotten.
+// producer left with none is forgotten. A transaction whose marker is cut
+// off is open again, one whose first batch is cut off is not.
 func (s *State) TruncateFrom(offset int64) {
+	s.mu.Lock()
+	kept := s.unreplicated[:0]
+	for _, t := range s.unreplicated {
+		if t.LastOffset < offset {
+			kept = append(kept, t)
+		} else if e, ok := s.producers[t.ProducerID]; ok && t.FirstOffset < offset {
+			s.setTxn(e, t.FirstOffset)
+		}
+	}
+	clear(s.unreplicated[len(kept):])
+	s.unreplicated = kept
+	for pid, first := range s.open {
+		if first >= offset {
+			s.setTxn(s.producers[pid], -1)
+		}
+	}
+	s.mu.Unlock()
 	s.forget(func(b Batch) bool { return b.LastOffset >= offset })
 }
 
@@ -187,7 +243,7 @@ func (s *State) forget(drop func(Batch) bool) {
 			}
 		}
 		e.Batches = kept
-		if len(kept) == 0 {
+		if len(kept) == 0 && e.TxnFirstOffset < 0 {
 			delete(s.producers, pid)
 		}
 	}
@@ -204,7 +260,7 @@ func (s *State) ExpireBefore(cutoff int64) int {
 	defer s.mu.Unlock()
 	n := 0
 	for pid, e := range s.producers {
-		if e.Batches[len(e.Batches)-1].Timestamp < cutoff {
+		if e.LastTimestamp < cutoff && e.TxnFirstOffset < 0 { // an open transaction is aborted by its coordinator, not forgotten
 			delete(s.producers, pid)
 			n++
 		}
@@ -220,7 +276,9 @@ func (s *State) WindowStart() (int64, bool) {
 	defer s.mu.Unlock()
 	start, ok := int64(math.MaxInt64), false
 	for _, e := range s.producers {
-		start, ok = min(start, e.Batches[0].FirstOffset), true
+		if len(e.Batches) > 0 {
+			start, ok = min(start, e.Batches[0].FirstOffset), true
+		}
 	}
 	return start, ok
 }
