@@ -329,11 +329,11 @@ func (a *accumulator) reenqueue(b *batch, now time.Time) bool {
 	p := b.part
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if a.dead.Load() {
+		return false // still in flight: the caller fails it (fail with inFlight)
+	}
 	p.inFlight--
 	p.blocked = p.inFlight > 0
-	if a.dead.Load() {
-		return false
-	}
 	b.retryAt = now.Add(a.cfg.RetryBackoff)
 	i, _ := slices.BinarySearchFunc(p.batches, b.number, func(x *batch, n uint64) int {
 		switch {
@@ -371,6 +371,16 @@ func (a *accumulator) nextExpected(b *batch) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return b.header.ProducerID == p.id.id && b.header.BaseSequence == p.lastAcked+1
+}
+
+// behindAcked reports whether a later sequence of b's partition was
+// acknowledged, under b's producer id and epoch, before b: the broker took
+// a later batch first, and b cannot be appended under this id.
+func (a *accumulator) behindAcked(b *batch) bool {
+	p := b.part
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return b.header.ProducerID == p.id.id && b.header.ProducerEpoch == p.id.epoch && b.header.BaseSequence <= p.lastAcked
 }
 
 // expire removes from the deques the batches older than

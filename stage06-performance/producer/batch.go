@@ -36,6 +36,7 @@ type batch struct {
 	headerStale bool          // header changed since writeHeader last wrote it
 	retryAt     time.Time     // not sendable before this (retry.backoff.ms)
 	attempts    int           // requests it was sent in
+	lastErr     error         // why its last request failed, if it is waiting for a retry
 	flushed     chan struct{} // closed when done; made only when a Flush waits
 }
 

@@ -274,8 +274,12 @@ func (p *Producer) metadataLoop(ctx context.Context) {
 			return
 		case <-expiry.C:
 			for _, b := range p.acc.expire(time.Now()) {
-				p.fail(b, fmt.Errorf("producer: expiring %d record(s) for %s-%d: %d ms has passed since batch creation",
-					b.records(), b.part.topic, b.part.index, time.Since(b.created).Milliseconds()), false)
+				err := fmt.Errorf("producer: expiring %d record(s) for %s-%d: %d ms has passed since batch creation",
+					b.records(), b.part.topic, b.part.index, time.Since(b.created).Milliseconds())
+				if b.lastErr != nil { // waiting for a retry: say why it was retried
+					err = fmt.Errorf("%w: last attempt: %w", err, b.lastErr)
+				}
+				p.fail(b, err, false)
 			}
 			continue
 		case <-age.C:

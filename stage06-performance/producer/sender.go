@@ -256,6 +256,7 @@ func (p *Producer) retryOrFail(b *batch, err error, now time.Time) {
 		err = fmt.Errorf("producer: expiring %d record(s) for %s-%d: %d ms has passed since batch creation: %w",
 			b.records(), b.part.topic, b.part.index, now.Sub(b.created).Milliseconds(), err)
 	default:
+		b.lastErr = err
 		if p.acc.reenqueue(b, now) {
 			return
 		}
@@ -268,7 +269,15 @@ func (p *Producer) retryOrFail(b *batch, err error, now time.Time) {
 // refuses as out of order is retried when an earlier batch of the
 // partition is unresolved (it will be resent first, and this one after
 // it); when this batch was the next the broker should expect, the broker
-// lost the producer's state and the batch fails (see fail).
+// lost the producer's state and the batch fails (see fail). When a later
+// batch of the partition was acknowledged before it, the batch was never
+// appended (a retry of an appended one is answered as a duplicate, from
+// the five batches a partition remembers) and never can be under this
+// producer id: a leader that knew nothing of the producer took the later
+// batch at its sequence (KIP-360) while this one was refused. The producer
+// takes a new id and the batch goes again, stamped afresh (found by
+// clusterbench on a fresh cluster, whose leaders refuse the first requests
+// until they are ready: 444 records retried for delivery.timeout.ms).
 func (p *Producer) retriable(b *batch, err error) bool {
 	if p.cfg.Acks == 0 || p.runCtx.Err() != nil {
 		return false
@@ -279,6 +288,10 @@ func (p *Producer) retriable(b *batch, err error) bool {
 	}
 	switch kerrErr {
 	case kerr.OutOfOrderSequenceNumber:
+		if p.acc.behindAcked(b) {
+			p.resetProducerID(producerID{b.header.ProducerID, b.header.ProducerEpoch})
+			return true
+		}
 		return !p.acc.nextExpected(b)
 	case kerr.UnknownProducerID, kerr.InvalidProducerEpoch:
 		return false

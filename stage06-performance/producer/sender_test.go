@@ -264,6 +264,11 @@ type brokerProxy struct {
 	// produces counts the Produce requests relayed, for the benchmark's
 	// records/request.
 	produces atomic.Int64
+	// misroute is how many of the next Produce requests go to a topic
+	// the broker does not have: it appends nothing and answers
+	// UNKNOWN_TOPIC_OR_PARTITION, under the request's own topic names
+	// (a leader not ready yet, as on a fresh cluster).
+	misroute atomic.Int32
 
 	mu    sync.Mutex
 	open  chan struct{} // closed while answers flow
@@ -358,6 +363,12 @@ func (x *brokerProxy) accept() {
 	}
 }
 
+// asked is a request relayed and not yet answered.
+type asked struct {
+	key, version int16
+	misrouted    bool // a Produce sent to missingSuffix topics
+}
+
 type answer struct {
 	at    time.Time
 	frame []byte
@@ -368,7 +379,7 @@ type answer struct {
 func (x *brokerProxy) serve(c, b net.Conn) {
 	defer c.Close()
 	defer b.Close()
-	asked := make(chan [2]int16, 1024) // api key and version of each request not yet answered
+	pending := make(chan asked, 1024) // each request not yet answered
 	answers := make(chan answer, 1024)
 	go func() { // client → broker
 		defer b.Close()
@@ -377,11 +388,20 @@ func (x *brokerProxy) serve(c, b net.Conn) {
 			if err != nil || len(frame) < 8 {
 				return
 			}
-			key := int16(binary.BigEndian.Uint16(frame))
-			if key == 0 {
+			a := asked{key: int16(binary.BigEndian.Uint16(frame)), version: int16(binary.BigEndian.Uint16(frame[2:]))}
+			if a.key == 0 {
 				x.produces.Add(1)
+				if x.misroute.Add(-1) >= 0 {
+					var err error
+					if frame, err = misrouteProduce(frame, a.version); err != nil {
+						return
+					}
+					a.misrouted = true
+				} else {
+					x.misroute.Store(0)
+				}
 			}
-			asked <- [2]int16{key, int16(binary.BigEndian.Uint16(frame[2:]))}
+			pending <- a
 			if _, err := b.Write(binary.BigEndian.AppendUint32(nil, uint32(len(frame)))); err != nil {
 				return
 			}
@@ -397,8 +417,13 @@ func (x *brokerProxy) serve(c, b net.Conn) {
 			if err != nil {
 				return
 			}
-			if k := <-asked; k[0] == 3 {
-				if frame, err = x.rewriteMetadata(frame, k[1]); err != nil {
+			switch k := <-pending; {
+			case k.key == 3:
+				if frame, err = x.rewriteMetadata(frame, k.version); err != nil {
+					return
+				}
+			case k.misrouted:
+				if frame, err = unmisrouteProduce(frame, k.version); err != nil {
 					return
 				}
 			}
