@@ -210,7 +210,7 @@ const DecompressionFactor = 32
 // decoded anyway); a header that is wrong costs a CRC check before it is
 // rewritten, so that a damaged batch is not made whole.
 func (b *Broker) ValidateProducedBatch(records []byte, compacted bool) (code int16, msg string) {
-	code, msg, h, maxTimestamp := validateBatch(records, b.cfg.MessageMaxBytes, compacted)
+	code, msg, h, maxTimestamp := validateBatch(records, b.cfg.MessageMaxBytes, compacted, b.txnBatches.Load())
 	if code == 0 {
 		err := stampMaxTimestamp(records, &h, maxTimestamp)
 		if err == nil {
@@ -241,7 +241,7 @@ func (b *Broker) ValidateProducedBatch(records []byte, compacted bool) (code int
 // iterated from it (Reader.RecordsOf); the log reads it again when it
 // appends, with the CRC, as Kafka's UnifiedLog.analyzeAndValidateRecords
 // does after its LogValidator.
-func validateBatch(records []byte, maxBytes int32, requireKeys bool) (code int16, msg string, h record.BatchHeader, maxTimestamp int64) {
+func validateBatch(records []byte, maxBytes int32, requireKeys, transactions bool) (code int16, msg string, h record.BatchHeader, maxTimestamp int64) {
 	if len(records) > int(maxBytes) {
 		return kerrMessageTooLarge, fmt.Sprintf("batch of %d bytes is larger than message.max.bytes (%d)", len(records), maxBytes), h, 0
 	}
@@ -264,8 +264,10 @@ func validateBatch(records []byte, maxBytes int32, requireKeys bool) (code int16
 		return kerrInvalidRecord, fmt.Sprintf("inconsistent batch: %d records, last offset delta %d", h.NumRecords, h.LastOffsetDelta), h, 0
 	case h.Attributes.Control():
 		return kerrInvalidRecord, "producers cannot send control batches", h, 0
-	case h.Attributes.Transactional():
+	case h.Attributes.Transactional() && !transactions:
 		return kerrInvalidRecord, "transactional batches are not supported", h, 0
+	case h.Attributes.Transactional() && h.ProducerID < 0:
+		return kerrInvalidRecord, "a transactional batch needs a producer id", h, 0
 	}
 	r := record.GetReader(int(maxBytes) * DecompressionFactor)
 	defer record.PutReader(r)

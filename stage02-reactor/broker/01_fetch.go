@@ -69,6 +69,17 @@ type FetchSource interface {
 	Watch(replicaID int32, topic string, partition int32, ch chan struct{}) (unwatch func())
 }
 
+// CommittedFetchSource is implemented by a FetchSource that keeps
+// transactions (stage 04): a consumer's fetch with isolation_level
+// READ_COMMITTED (1, Fetch v4+) reads each partition through
+// ReadCommitted, which reads up to the last stable offset and lists the
+// aborted transactions among what it read (out.AbortedTransactions, a
+// non-nil list). A source without transactions has nothing uncommitted:
+// ReadPartition answers both isolation levels.
+type CommittedFetchSource interface {
+	ReadCommitted(topic string, fp *kmsg.FetchRequestTopicPartition, first bool, remaining *int64, out *protocol.FetchPartition)
+}
+
 // FetchRecorder is implemented by a FetchSource that learns something from
 // the fetch itself, not only from what it reads: stage 03's leader records
 // a follower's fetch offset as its log end offset, and the time of the
@@ -168,6 +179,7 @@ func respondFetch(r *Request, resp *protocol.FetchResponse) {
 // response lists them, and the response's byte budget.
 type fetchPlan struct {
 	replicaID int32
+	committed bool // a consumer's read_committed fetch (v4+)
 	byID      bool // v13+: topics are named by id (fetch_topic_ids.go)
 	minBytes  int32
 	maxBytes  int64 // min(max_bytes, fetch.max.bytes)
@@ -195,6 +207,7 @@ func planFetch(req *kmsg.FetchRequest, fetchMaxBytes int32) *fetchPlan {
 	}
 	type slot struct{ topic, partition int } // indexes into f.topics (stable, unlike pointers into growing slices)
 	f := &fetchPlan{replicaID: FetchReplicaID(req), byID: req.Version >= 13, minBytes: req.MinBytes, maxBytes: int64(min(req.MaxBytes, fetchMaxBytes))}
+	f.committed = f.replicaID < 0 && req.Version >= 4 && req.IsolationLevel == 1
 	slots := map[key]slot{}
 	for ti := range req.Topics {
 		t := &req.Topics[ti]
@@ -347,13 +360,21 @@ func waitFetch(f *PendingFetch, wait time.Duration) {
 func (f *fetchPlan) read(src FetchSource) (resp *protocol.FetchResponse, bytes int64, hasError bool) {
 	resp = &protocol.FetchResponse{Topics: make([]protocol.FetchTopic, 0, len(f.topics))}
 	remaining := f.maxBytes
+	committed, _ := src.(CommittedFetchSource)
+	if !f.committed {
+		committed = nil
+	}
 	for _, t := range f.topics {
 		ft := protocol.FetchTopic{Topic: t.topic, TopicID: t.id, Partitions: make([]protocol.FetchPartition, 0, len(t.partitions))}
 		for _, fp := range t.partitions {
 			out, refused := f.refused[fp]
 			if !refused {
 				out = newFetchPartition(fp.Partition)
-				src.ReadPartition(f.replicaID, t.topic, fp, bytes == 0, &remaining, &out)
+				if committed != nil {
+					committed.ReadCommitted(t.topic, fp, bytes == 0, &remaining, &out)
+				} else {
+					src.ReadPartition(f.replicaID, t.topic, fp, bytes == 0, &remaining, &out)
+				}
 			}
 			if out.ErrorCode != 0 {
 				hasError = true

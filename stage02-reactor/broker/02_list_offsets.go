@@ -69,6 +69,15 @@ type OffsetSource interface {
 	ListOffset(replicaID int32, topic string, rp *kmsg.ListOffsetsRequestTopicPartition, out *kmsg.ListOffsetsResponseTopicPartition)
 }
 
+// CommittedOffsetSource is implemented by an OffsetSource that keeps
+// transactions (stage 04): a consumer's ListOffsets with isolation_level
+// READ_COMMITTED (v2+) is answered by ListCommittedOffset, whose latest
+// offset is the last stable offset and whose timestamp lookups find only
+// offsets below it (Kafka's Partition.fetchOffsetForTimestamp).
+type CommittedOffsetSource interface {
+	ListCommittedOffset(topic string, rp *kmsg.ListOffsetsRequestTopicPartition, out *kmsg.ListOffsetsResponseTopicPartition)
+}
+
 // ListOffsetsAPI is the ListOffsets handler answering from src; nil means
 // the broker's own store (StoreOffsetSource).
 func ListOffsetsAPI(src OffsetSource) API {
@@ -85,6 +94,10 @@ func ListOffsetsAPI(src OffsetSource) API {
 func handleListOffsets(r *Request, src OffsetSource) {
 	req := r.Body.(*kmsg.ListOffsetsRequest)
 	resp := kmsg.NewPtrListOffsetsResponse()
+	committed, _ := src.(CommittedOffsetSource)
+	if req.Version < 2 || req.IsolationLevel != 1 || req.ReplicaID >= 0 {
+		committed = nil
+	}
 	for _, rt := range req.Topics {
 		st := kmsg.ListOffsetsResponseTopic{Topic: rt.Topic}
 		for j := range rt.Partitions {
@@ -92,6 +105,8 @@ func handleListOffsets(r *Request, src OffsetSource) {
 			sp := kmsg.ListOffsetsResponseTopicPartition{Partition: rp.Partition, Timestamp: -1, Offset: -1, LeaderEpoch: -1}
 			if min, ok := timestampMinVersion[rp.Timestamp]; rp.Timestamp < 0 && (!ok || req.Version < min) {
 				sp.ErrorCode = kerrUnsupportedVersion
+			} else if committed != nil {
+				committed.ListCommittedOffset(rt.Topic, rp, &sp)
 			} else {
 				src.ListOffset(req.ReplicaID, rt.Topic, rp, &sp)
 			}

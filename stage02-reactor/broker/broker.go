@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"sync"
+	"sync/atomic"
 
 	"github.com/kafkaworkbook/workbook/stage01-log/commitlog"
 	"github.com/kafkaworkbook/workbook/stage02-reactor/network"
@@ -31,12 +32,23 @@ type Broker struct {
 	// observer is ObserveRequests' function, set before Start.
 	observer func(*RequestTiming)
 
+	// txnBatches: produced batches may be transactional
+	// (AcceptTransactionalBatches).
+	txnBatches atomic.Bool
+
 	// shutdown is closed when Shutdown begins, so that waiting requests
 	// (long-poll fetches) answer at once instead of holding shutdown up.
 	shutdown     chan struct{}
 	shutdownOnce sync.Once
 	delayed      sync.WaitGroup // requests answering from their own goroutine
 }
+
+// AcceptTransactionalBatches lets producers send transactional batches
+// (the attribute bit 4 set, with a producer id): a seam for the stage that
+// keeps producer state and transactions (stage 04 and up). This stage has
+// neither, so by default it refuses them (INVALID_RECORD) rather than
+// store records nobody can commit. Call it before Start.
+func (b *Broker) AcceptTransactionalBatches() { b.txnBatches.Store(true) }
 
 // Options are the parts of a broker that are not Kafka configuration.
 type Options struct {

@@ -53,7 +53,7 @@ func FuzzValidateProducedBatch(f *testing.F) {
 	const maxBytes = 1 << 20
 	reader := record.Reader{MaxRecordBytes: maxBytes * DecompressionFactor}
 	f.Fuzz(func(t *testing.T, b []byte) {
-		code, msg, _, _ := validateBatch(b, maxBytes, false)
+		code, msg, _, _ := validateBatch(b, maxBytes, false, false)
 		switch code {
 		case 0:
 		case kerrInvalidRecord, kerrCorruptMessage, kerrMessageTooLarge:

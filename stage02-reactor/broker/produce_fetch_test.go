@@ -65,7 +65,7 @@ func TestProduceValidationFollowsKafkasLogValidator(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			code, msg, _, _ := validateBatch(tt.in, 1000, false)
+			code, msg, _, _ := validateBatch(tt.in, 1000, false, false)
 			require.Equal(t, tt.code, code, msg)
 		})
 	}

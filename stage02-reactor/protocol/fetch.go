@@ -46,9 +46,21 @@ type FetchPartition struct {
 	LastStableOffset     int64 // v4+
 	LogStartOffset       int64 // v5+
 	PreferredReadReplica int32 // v11+; -1 for none
+	// AbortedTransactions (v4+): for a read_committed fetch, the aborted
+	// transactions among the records returned, whose records the consumer
+	// drops; nil (sent as an empty list) for other fetches.
+	AbortedTransactions []AbortedTxn
 	// Records are the record batches: a file region of the log, or bytes.
 	// A zero Send means no records (sent as an empty, not null, set).
 	Records network.Send
+}
+
+// AbortedTxn is an aborted transaction as a fetch response lists it: the
+// producer, and the first offset of its records to drop (up to its ABORT
+// marker).
+type AbortedTxn struct {
+	ProducerID  int64
+	FirstOffset int64
 }
 
 // FetchResponseSends encodes a whole fetch response (size prefix and
@@ -90,7 +102,12 @@ func FetchResponseSends(h Header, r *FetchResponse) ([]network.Send, error) {
 			if v >= 5 {
 				e.int64(p.LogStartOffset)
 			}
-			e.arrayLen(0) // aborted transactions: none, no transactions here
+			e.arrayLen(len(p.AbortedTransactions))
+			for _, a := range p.AbortedTransactions {
+				e.int64(a.ProducerID)
+				e.int64(a.FirstOffset)
+				e.tags()
+			}
 			if v >= 11 {
 				e.int32(p.PreferredReadReplica)
 			}

@@ -151,8 +151,9 @@ func TestFetchResponseSendsDecodeWithKmsgAtEveryVersion(t *testing.T) {
 		SessionID:      0,
 		Topics: []FetchTopic{
 			{Topic: "orders", TopicID: [16]byte{1, 2, 3}, Partitions: []FetchPartition{
-				{Partition: 0, HighWatermark: 100, LastStableOffset: 100, LogStartOffset: 7, PreferredReadReplica: -1,
-					Records: network.FileSend(f, 4, 25)},
+				{Partition: 0, HighWatermark: 100, LastStableOffset: 90, LogStartOffset: 7, PreferredReadReplica: -1,
+					AbortedTransactions: []AbortedTxn{{ProducerID: 11, FirstOffset: 40}, {ProducerID: 12, FirstOffset: 55}},
+					Records:             network.FileSend(f, 4, 25)},
 				{Partition: 1, ErrorCode: 1, HighWatermark: 5, LastStableOffset: 5, LogStartOffset: 0, PreferredReadReplica: -1},
 			}},
 			{Topic: "payments", Partitions: []FetchPartition{
@@ -185,6 +186,9 @@ func TestFetchResponseSendsDecodeWithKmsgAtEveryVersion(t *testing.T) {
 			require.Equal(t, "orders", got.Topics[0].Topic)
 		}
 		require.Equal(t, int64(100), p0.HighWatermark)
+		require.Equal(t, int64(90), p0.LastStableOffset)
+		require.Equal(t, []kmsg.FetchResponseTopicPartitionAbortedTransaction{{ProducerID: 11, FirstOffset: 40}, {ProducerID: 12, FirstOffset: 55}},
+			p0.AbortedTransactions, "v%d", v)
 		require.Equal(t, []byte("RECORDS-FROM-THE-LOG-FILE"), p0.RecordBatches, "v%d: the file region is the records", v)
 		if v >= 5 {
 			require.Equal(t, int64(7), p0.LogStartOffset)

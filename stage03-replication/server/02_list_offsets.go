@@ -20,9 +20,18 @@ func (s *Server) listOffsetsAPI() broker.API { return broker.ListOffsetsAPI(repl
 type replicaOffsets struct{ s *Server }
 
 func (o replicaOffsets) ListOffset(replicaID int32, topic string, rp *kmsg.ListOffsetsRequestTopicPartition, out *kmsg.ListOffsetsResponseTopicPartition) {
-	p, ok := o.s.Replicas.Partition(topic, rp.Partition)
+	o.s.ListOffsetUpTo(replicaID, topic, rp, out, (*replica.Partition).HighWatermark)
+}
+
+// ListOffsetUpTo answers ListOffsets for one partition as its leader, with
+// bound(p) as the last offset a consumer may read: the high watermark
+// here, the last stable offset for stage 04's read_committed consumers. A
+// replica (replicaID >= 0) reads to the log end.
+func (s *Server) ListOffsetUpTo(replicaID int32, topic string, rp *kmsg.ListOffsetsRequestTopicPartition, out *kmsg.ListOffsetsResponseTopicPartition,
+	bound func(*replica.Partition) int64) {
+	p, ok := s.Replicas.Partition(topic, rp.Partition)
 	if !ok {
-		out.ErrorCode = o.s.MissingPartitionCode(topic, rp.Partition)
+		out.ErrorCode = s.MissingPartitionCode(topic, rp.Partition)
 		return
 	}
 	if err := p.CheckLeader(rp.CurrentLeaderEpoch); err != nil {
@@ -30,10 +39,10 @@ func (o replicaOffsets) ListOffset(replicaID int32, topic string, rp *kmsg.ListO
 		return
 	}
 	_, epoch := p.Leader()
-	hw := p.HighWatermark()
+	readable := bound(p)
 	switch rp.Timestamp {
 	case broker.LatestTimestamp:
-		out.Offset, out.LeaderEpoch = hw, epoch
+		out.Offset, out.LeaderEpoch = readable, epoch
 		if replicaID >= 0 {
 			out.Offset = p.Log.EndOffset()
 		}
@@ -46,7 +55,7 @@ func (o replicaOffsets) ListOffset(replicaID int32, topic string, rp *kmsg.ListO
 		switch {
 		case err != nil:
 			out.ErrorCode = replica.ErrorCode(err)
-		case found && offset < hw:
+		case found && offset < readable:
 			out.Offset, out.Timestamp, out.LeaderEpoch = offset, ts, p.Epochs.EpochForOffset(offset)
 		}
 	}
