@@ -40,7 +40,7 @@ var (
 // CompletedTxn is a transaction closed by a marker.
 type CompletedTxn struct {
 	ProducerID  int64
-	FirstOffset int64 // its first record (the marker's offset if it wrote none here)
+	FirstOffset int64 // its first record
 	LastOffset  int64 // the marker's offset
 	Aborted     bool
 }
@@ -78,12 +78,14 @@ func (s *State) CheckMarker(pid int64, epoch int16, coordinatorEpoch int32) erro
 }
 
 // Complete closes the producer's transaction with its marker, appended at
-// offset, and returns it: on the leader after the marker's append, on a
-// follower for every marker it copies, and when the state is rebuilt from
-// the log. A marker of a newer epoch moves the producer to it (its next
-// batch starts at sequence 0). The transaction stays unstable (it holds
-// the LSO) until the high watermark passes its marker.
-func (s *State) Complete(pid int64, epoch int16, commit bool, coordinatorEpoch int32, offset, timestamp int64) CompletedTxn {
+// offset, and returns it (false if the producer had none open here: the
+// marker is in the log all the same, and changes nothing but the epochs):
+// on the leader after the marker's append, on a follower for every marker
+// it copies, and when the state is rebuilt from the log. A marker of a
+// newer epoch moves the producer to it (its next batch starts at sequence
+// 0). The transaction stays unstable (it holds the LSO) until the high
+// watermark passes its marker.
+func (s *State) Complete(pid int64, epoch int16, commit bool, coordinatorEpoch int32, offset, timestamp int64) (CompletedTxn, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	e, ok := s.producers[pid]
@@ -94,18 +96,15 @@ func (s *State) Complete(pid int64, epoch int16, commit bool, coordinatorEpoch i
 	if epoch > e.Epoch {
 		e.Epoch, e.Batches = epoch, nil
 	}
-	first := offset
-	if e.TxnFirstOffset >= 0 {
-		first = e.TxnFirstOffset
-	}
-	txn := CompletedTxn{ProducerID: pid, FirstOffset: first, LastOffset: offset, Aborted: !commit}
-	s.setTxn(e, -1)
 	e.CoordinatorEpoch = max(e.CoordinatorEpoch, coordinatorEpoch)
 	e.LastTimestamp = max(e.LastTimestamp, timestamp)
-	if first < offset {
-		s.unreplicated = append(s.unreplicated, txn)
+	if e.TxnFirstOffset < 0 {
+		return CompletedTxn{}, false
 	}
-	return txn
+	txn := CompletedTxn{ProducerID: pid, FirstOffset: e.TxnFirstOffset, LastOffset: offset, Aborted: !commit}
+	s.setTxn(e, -1)
+	s.unreplicated = append(s.unreplicated, txn)
+	return txn, true
 }
 
 // LastStableOffset is the offset below which every transaction is decided

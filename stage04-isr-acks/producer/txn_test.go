@@ -27,19 +27,24 @@ func TestTheLastStableOffsetWaitsForOpenTransactions(t *testing.T) {
 	require.Equal(t, int64(100), s.LastStableOffset(end))
 	require.Equal(t, map[int64]int64{1: 100, 2: 105}, s.OpenTxns())
 
-	txn := s.Complete(1, 0, true, 0, end, 0) // COMMIT at 107
+	txn, ok := s.Complete(1, 0, true, 0, end, 0) // COMMIT at 107
+	require.True(t, ok)
 	require.Equal(t, CompletedTxn{ProducerID: 1, FirstOffset: 100, LastOffset: 107}, txn)
 	end++
 	require.Equal(t, int64(100), s.LastStableOffset(107), "the marker is not replicated yet")
 	require.Equal(t, int64(105), s.LastStableOffset(108), "it is: producer 2's transaction holds the LSO now")
 	require.Equal(t, int64(105), s.StableAfter(txn))
 
-	txn = s.Complete(2, 0, false, 0, end, 0) // ABORT at 108
+	txn, ok = s.Complete(2, 0, false, 0, end, 0) // ABORT at 108
 	end++
+	require.True(t, ok)
 	require.True(t, txn.Aborted)
+	_, ok = s.Complete(2, 0, false, 0, end, 0) // a marker with nothing open
+	end++
+	require.False(t, ok)
 	require.Equal(t, int64(109), s.StableAfter(txn), "nothing else open: the offset after the marker")
 	require.Equal(t, int64(105), s.LastStableOffset(108))
-	require.Equal(t, int64(109), s.LastStableOffset(109))
+	require.Equal(t, int64(110), s.LastStableOffset(110))
 	require.Empty(t, s.OpenTxns())
 }
 

@@ -76,7 +76,8 @@ func (a appender) AppendRecords(r *broker.Request, acks int16, timeout time.Dura
 // log is answered with its offsets and not appended again (and, for
 // acks=all, waits like the original for the high watermark to pass it); a
 // gap in the sequence answers OUT_OF_ORDER_SEQUENCE_NUMBER, an older epoch
-// INVALID_PRODUCER_EPOCH. The check, the append and the recording are one
+// INVALID_PRODUCER_EPOCH, a batch outside the producer's open transaction
+// INVALID_TXN_STATE (txn.go). The check, the append and the recording are one
 // step (State.Serialize).
 func (a appender) appendPartition(base server.ReplicaAppender, part broker.ProducePartition, minISR int) (p *replica.Partition, last int64, epoch int32) {
 	h, err := record.ReadHeader(part.Request.Records)
@@ -102,11 +103,16 @@ func (a appender) appendPartition(base server.ReplicaAppender, part broker.Produ
 			return
 		}
 		dup, err := st.Check(h.ProducerID, h.ProducerEpoch, b.FirstSeq, b.LastSeq)
+		if err == nil && dup == nil {
+			err = st.CheckTransactional(h.ProducerID, h.ProducerEpoch, b.Transactional)
+		}
 		switch {
 		case errors.Is(err, producer.ErrOutOfOrderSequence):
 			part.Response.ErrorCode, p = kerr.OutOfOrderSequenceNumber.Code, nil
 		case errors.Is(err, producer.ErrInvalidProducerEpoch):
 			part.Response.ErrorCode, p = kerr.InvalidProducerEpoch.Code, nil
+		case errors.Is(err, producer.ErrInvalidTxnState):
+			part.Response.ErrorCode, p = kerr.InvalidTxnState.Code, nil
 		case dup != nil:
 			// A damaged retry is refused, not acknowledged: Kafka validates
 			// a batch before it looks for duplicates (AppendPartition

@@ -14,10 +14,11 @@ import (
 // producer asks to bump its epoch; an idempotent one gets a new id, as in
 // Kafka), v2+ is flexible from v2.
 //
-// Transactions are out of the course's scope: a request with a
-// transactional id is refused (INVALID_REQUEST), so a transactional
-// client fails at once with that error instead of writing records nobody
-// can commit.
+// A request with a transactional id is refused (INVALID_REQUEST): this
+// stage keeps the partition's side of transactions (txn.go) but has no
+// transaction coordinator, which stage 05 adds beside its group
+// coordinator and which answers these requests there. A transactional
+// client here fails at once instead of writing records nobody can commit.
 func (s *Server) initProducerIDAPI() broker.API {
 	return broker.API{Key: 22, MinVersion: 0, MaxVersion: 4, Handle: s.handleInitProducerID}
 }

@@ -310,20 +310,54 @@ func (s *Server) ProducerState(p *replica.Partition) (*producer.State, bool, err
 func batchOf(h *record.BatchHeader) producer.Batch {
 	last := int32((int64(h.BaseSequence) + int64(h.LastOffsetDelta)) % (math.MaxInt32 + 1)) // sequences wrap to 0
 	return producer.Batch{FirstSeq: h.BaseSequence, LastSeq: last, FirstOffset: h.BaseOffset,
-		LastOffset: h.LastOffset(), Timestamp: h.MaxTimestamp}
+		LastOffset: h.LastOffset(), Timestamp: h.MaxTimestamp, Transactional: h.Attributes.Transactional()}
 }
 
-// observe records the idempotent batches among whole batches.
-func observe(st *producer.State, batches []byte) {
+// observe records the idempotent batches and transaction markers among
+// whole batches, copied by a follower.
+func observe(st *producer.State, l *commitlog.Log, batches []byte, logger *slog.Logger) {
 	for len(batches) > 0 {
 		h, err := record.ReadHeader(batches)
 		if err != nil || h.Size() > len(batches) {
 			return
 		}
-		if h.ProducerID >= 0 {
-			st.Append(h.ProducerID, h.ProducerEpoch, batchOf(&h))
-		}
+		recordBatch(st, l, &h, batches[:h.Size()], logger)
 		batches = batches[h.Size():]
+	}
+}
+
+// recordBatch records one batch in the producer state: an idempotent
+// producer's batch, or a transaction marker, which closes the producer's
+// transaction and, for an ABORT, adds it to the log's aborted transaction
+// index (Kafka's UnifiedLog.append after ProducerStateManager.update). A
+// marker that does not decode is logged and skipped: it was validated
+// when it was first appended.
+func recordBatch(st *producer.State, l *commitlog.Log, h *record.BatchHeader, batch []byte, logger *slog.Logger) {
+	switch {
+	case h.ProducerID < 0:
+	case h.Attributes.Control():
+		m, err := record.ReadMarker(h, batch)
+		if err != nil {
+			logger.Warn("skipping a control batch", "offset", h.BaseOffset, "err", err)
+			return
+		}
+		completeTxn(st, l, m, h.BaseOffset, h.MaxTimestamp, logger)
+	default:
+		st.Append(h.ProducerID, h.ProducerEpoch, batchOf(h))
+	}
+}
+
+// completeTxn closes the marker's transaction and indexes it if aborted.
+func completeTxn(st *producer.State, l *commitlog.Log, m record.Marker, offset, timestamp int64, logger *slog.Logger) {
+	txn, ok := st.Complete(m.ProducerID, m.ProducerEpoch, m.Commit, m.CoordinatorEpoch, offset, timestamp)
+	if !ok || !txn.Aborted {
+		return
+	}
+	entry := commitlog.AbortedTxn{ProducerID: txn.ProducerID, FirstOffset: txn.FirstOffset, LastOffset: txn.LastOffset,
+		LastStableOffset: st.StableAfter(txn)}
+	if err := l.AddAbortedTxn(entry); err != nil {
+		// The marker is in the log; a restart's replay adds the entry back.
+		logger.Error("aborted transaction index", "dir", l.Dir(), "producer", txn.ProducerID, "marker", offset, "err", err)
 	}
 }
 
@@ -355,11 +389,11 @@ func rebuild(st *producer.State, l *commitlog.Log, logger *slog.Logger) (from in
 			from = max(from, best)
 		}
 	}
-	return from, readBatches(st, l, from)
+	return from, readBatches(st, l, from, logger)
 }
 
 // readBatches reads the log's batches from offset into st.
-func readBatches(st *producer.State, l *commitlog.Log, from int64) error {
+func readBatches(st *producer.State, l *commitlog.Log, from int64, logger *slog.Logger) error {
 	const chunk = 1 << 20
 	for offset := from; offset < l.EndOffset(); {
 		region, err := l.Read(offset, chunk)
@@ -394,9 +428,7 @@ func readBatches(st *producer.State, l *commitlog.Log, from int64) error {
 			if err != nil || h.Size() > len(b) {
 				break
 			}
-			if h.ProducerID >= 0 {
-				st.Append(h.ProducerID, h.ProducerEpoch, batchOf(&h))
-			}
+			recordBatch(st, l, &h, b[:h.Size()], logger)
 			next = h.LastOffset() + 1
 			b = b[h.Size():]
 		}

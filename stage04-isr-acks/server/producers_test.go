@@ -51,7 +51,7 @@ func TestRebuildStartsAtTheLatestSnapshotAndEndsWhereTheWholeLogWould(t *testing
 		require.NoError(t, err)
 		_, _, err = l.AppendAsLeader(data, 0)
 		require.NoError(t, err)
-		observe(live, data)
+		observe(live, l, data, slog.Default())
 		// What recorded does after a roll.
 		if base := l.ActiveBaseOffset(); base > 0 && !snapshotAt[base] {
 			snapshotAt[base] = true
@@ -62,7 +62,7 @@ func TestRebuildStartsAtTheLatestSnapshotAndEndsWhereTheWholeLogWould(t *testing
 	latest := l.ActiveBaseOffset()
 
 	whole := producer.NewState()
-	require.NoError(t, readBatches(whole, l, 0))
+	require.NoError(t, readBatches(whole, l, 0, slog.Default()))
 
 	built := producer.NewState()
 	from, err := rebuild(built, l, discard())

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/kafkaworkbook/workbook/stage01-log/commitlog"
+	"github.com/kafkaworkbook/workbook/stage01-log/record"
 	"github.com/kafkaworkbook/workbook/stage02-reactor/broker"
 	"github.com/kafkaworkbook/workbook/stage03-replication/replica"
 	"github.com/kafkaworkbook/workbook/stage03-replication/server"
@@ -37,6 +38,13 @@ type Options struct {
 	StateChanged func(p *replica.Partition)
 	// PerListener: see broker.Options.PerListener (final: TLS and SASL).
 	PerListener broker.ListenerOptions
+	// TxnCompleted, if set, is told of each transaction marker this
+	// broker wrote as a leader (WriteTxnMarkers) once the high watermark
+	// has passed it, on the goroutine that answers the request: stage 05's
+	// group coordinator makes a transaction's offset commits visible (or
+	// drops them) when its marker reaches a __consumer_offsets partition
+	// (Kafka's onTransactionCompleted). It must be quick.
+	TxnCompleted func(topic string, partition int32, m record.Marker)
 }
 
 // Server is a stage 03 broker whose high watermark counts the ISR, whose
@@ -58,6 +66,8 @@ type Server struct {
 	topics    topicConfigs
 	producers producerStates
 	ids       *producer.Allocator
+	// txnCompleted is Options.TxnCompleted.
+	txnCompleted func(topic string, partition int32, m record.Marker)
 }
 
 // New builds a server; nothing listens until Start.
@@ -65,7 +75,7 @@ func New(cfg Config, opts Options) (*Server, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
-	s := &Server{cfg: cfg, topics: topicConfigs{defaults: cfg.Topic}, producers: producerStates{logger: opts.Logger},
+	s := &Server{cfg: cfg, topics: topicConfigs{defaults: cfg.Topic}, producers: producerStates{logger: opts.Logger}, txnCompleted: opts.TxnCompleted,
 		Produces:      purgatory.New[commitlog.TopicPartition]("Produce", purgatory.Options{}),
 		Fetches:       purgatory.New[commitlog.TopicPartition]("Fetch", purgatory.Options{}),
 		DeleteRecords: purgatory.New[commitlog.TopicPartition]("DeleteRecords", purgatory.Options{})}
@@ -95,7 +105,10 @@ func New(cfg Config, opts Options) (*Server, error) {
 	s.Register(s.produceAPI())
 	s.Register(s.initProducerIDAPI())
 	s.Register(s.deleteRecordsAPI())
-	s.Register(broker.FetchAPIWith(server.NewReplicaSource(base), fetchWaiter{s}))
+	s.Register(broker.FetchAPIWith(txnFetchSource{server.NewReplicaSource(base), s}, fetchWaiter{s}))
+	s.Register(broker.ListOffsetsAPI(txnOffsets{s}))
+	s.Register(s.writeTxnMarkersAPI())
+	base.AcceptTransactionalBatches()
 	// The ISR shrinks, and idle producer ids expire, on timers from now
 	// on (there is nothing to do until LeaderAndIsr makes this broker a
 	// leader). Once the broker begins shutting down, every waiting request
@@ -172,7 +185,8 @@ func (l *listener) Replicated(p *replica.Partition, batches []byte) {
 		return
 	}
 	if !built { // a state built now read these batches from the log already
-		observe(pp.st, batches)
+		observe(pp.st, p.Log, batches, l.s.Logger())
+		pp.st.LastStableOffset(p.HighWatermark()) // forgets the transactions whose markers the high watermark passed
 	}
 	l.s.producers.recorded(pp)
 }
