@@ -58,6 +58,18 @@ func (s *State) CheckTransactional(pid int64, epoch int16, transactional bool) e
 	return fmt.Errorf("%w: producer %d has had a transaction open since offset %d", ErrInvalidTxnState, pid, e.TxnFirstOffset)
 }
 
+// CheckEpoch refuses a batch of an older epoch than the producer's
+// (ErrInvalidProducerEpoch), for a coordinator's write, which has no
+// sequence to check (Kafka's AppendOrigin.COORDINATOR).
+func (s *State) CheckEpoch(pid int64, epoch int16) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if e, ok := s.producers[pid]; ok && epoch < e.Epoch {
+		return fmt.Errorf("%w: producer %d sent epoch %d, the partition has seen %d", ErrInvalidProducerEpoch, pid, epoch, e.Epoch)
+	}
+	return nil
+}
+
 // CheckMarker decides whether a leader may append a marker of this
 // producer epoch from a coordinator of this epoch (Kafka's
 // ProducerAppendInfo.appendEndTxnMarker): an older producer epoch is

@@ -31,9 +31,14 @@ import (
 // copies than asked for were made). acks=1 ignores min.insync.replicas, as
 // in Kafka. An acks=all produce waits in the produce purgatory
 // (DelayedProduce) for at most its timeout (then REQUEST_TIMED_OUT).
-func (s *Server) produceAPI() broker.API { return broker.ProduceAPI(appender{s}) }
+func (s *Server) produceAPI() broker.API { return broker.ProduceAPI(appender{s: s}) }
 
-type appender struct{ s *Server }
+// appender is this broker's produce path; coordinator marks a
+// coordinator's writes (AppendAsCoordinator).
+type appender struct {
+	s           *Server
+	coordinator bool
+}
 
 // AppendRecords appends batches as this broker's produce handler does
 // (broker.Appender: acks, min.insync.replicas, idempotence, the produce
@@ -43,7 +48,17 @@ type appender struct{ s *Server }
 // internalTopicsAllowed). done is called exactly once, possibly from
 // another goroutine, when each parts[i].Response holds its answer.
 func (s *Server) AppendRecords(acks int16, timeout time.Duration, parts []broker.ProducePartition, done func()) {
-	appender{s}.AppendRecords(nil, acks, timeout, parts, done)
+	appender{s: s}.AppendRecords(nil, acks, timeout, parts, done)
+}
+
+// AppendAsCoordinator is AppendRecords with acks=all for a coordinator
+// inside the broker writing a producer's transactional batch (stage 05's
+// group coordinator, a transactional offset commit): Kafka's
+// AppendOrigin.COORDINATOR. Its producer epoch is checked and its
+// transaction opened as for a client's batch, but not its sequence: the
+// coordinator writes every such batch at sequence 0.
+func (s *Server) AppendAsCoordinator(timeout time.Duration, parts []broker.ProducePartition, done func()) {
+	appender{s: s, coordinator: true}.AppendRecords(nil, -1, timeout, parts, done)
 }
 
 func (a appender) AppendRecords(r *broker.Request, acks int16, timeout time.Duration, parts []broker.ProducePartition, done func()) {
@@ -102,7 +117,12 @@ func (a appender) appendPartition(base server.ReplicaAppender, part broker.Produ
 			p = nil
 			return
 		}
-		dup, err := st.Check(h.ProducerID, h.ProducerEpoch, b.FirstSeq, b.LastSeq)
+		var dup *producer.Batch
+		if a.coordinator {
+			err = st.CheckEpoch(h.ProducerID, h.ProducerEpoch)
+		} else {
+			dup, err = st.Check(h.ProducerID, h.ProducerEpoch, b.FirstSeq, b.LastSeq)
+		}
 		if err == nil && dup == nil {
 			err = st.CheckTransactional(h.ProducerID, h.ProducerEpoch, b.Transactional)
 		}

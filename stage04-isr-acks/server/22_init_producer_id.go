@@ -5,6 +5,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kafkaworkbook/workbook/stage02-reactor/broker"
+	"github.com/kafkaworkbook/workbook/stage04-isr-acks/producer"
 )
 
 // InitProducerId (key 22), v0-v4, as a Kafka 2.8 broker serves it for an
@@ -20,10 +21,12 @@ import (
 // coordinator and which answers these requests there. A transactional
 // client here fails at once instead of writing records nobody can commit.
 func (s *Server) initProducerIDAPI() broker.API {
-	return broker.API{Key: 22, MinVersion: 0, MaxVersion: 4, Handle: s.handleInitProducerID}
+	return broker.API{Key: 22, MinVersion: 0, MaxVersion: 4, Handle: s.HandleInitProducerID}
 }
 
-func (s *Server) handleInitProducerID(r *broker.Request) {
+// HandleInitProducerID answers an InitProducerId as this stage does:
+// stage 05 calls it for the requests without a transactional id.
+func (s *Server) HandleInitProducerID(r *broker.Request) {
 	req := r.Body.(*kmsg.InitProducerIDRequest)
 	resp := kmsg.NewPtrInitProducerIDResponse()
 	resp.ProducerID, resp.ProducerEpoch = -1, -1
@@ -42,3 +45,7 @@ func (s *Server) handleInitProducerID(r *broker.Request) {
 	}
 	r.Respond(resp)
 }
+
+// ProducerIDs is the broker's producer id allocator, which stage 05's
+// transaction coordinator draws from too.
+func (s *Server) ProducerIDs() *producer.Allocator { return s.ids }

@@ -288,14 +288,26 @@ func (c *Coordinator) read(l *commitlog.Log) (*loaded, int64, error) {
 			if err != nil {
 				return nil, end, err
 			}
-			if !h.Attributes.Control() {
+			switch {
+			case h.Attributes.Control():
+				// A transaction's marker: its offsets count, or not.
+				if m, err := record.ReadMarker(&h, data[:size]); err != nil {
+					c.logger.Warn("skipping a control batch of __consumer_offsets", "offset", h.BaseOffset, "err", err)
+				} else {
+					found.completeTxn(m.ProducerID, m.Commit)
+				}
+			default:
 				it, err := reader.Records(data[:size])
 				if err != nil {
 					return nil, end, err
 				}
 				for it.Next() {
 					r := it.Record()
-					if err := found.apply(r.Key, r.Value); err != nil {
+					apply := found.apply
+					if h.Attributes.Transactional() {
+						apply = func(key, value []byte) error { return found.applyTxn(h.ProducerID, key, value) }
+					}
+					if err := apply(r.Key, r.Value); err != nil {
 						c.logger.Warn("skipping a record of __consumer_offsets", "offset", h.BaseOffset+int64(r.OffsetDelta), "err", err)
 					}
 				}
@@ -357,6 +369,18 @@ func (c *Coordinator) install(p int32, o *ownership, found *loaded) (groups, off
 		}
 		built[id].offsets = offs
 		offsets += len(offs)
+	}
+	for pid, txn := range found.txns { // open transactions: their markers will come
+		for id, offs := range txn {
+			if built[id] == nil {
+				built[id] = newGroup(id, p, now)
+			}
+			g := built[id]
+			if g.txnOffsets == nil {
+				g.txnOffsets = map[int64]map[commitlog.TopicPartition]Offset{}
+			}
+			g.txnOffsets[pid] = offs
+		}
 	}
 	c.mu.Lock()
 	if c.owned[p] != o || c.closed {

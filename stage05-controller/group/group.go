@@ -164,6 +164,9 @@ type Group struct {
 	newMemberAdded bool
 	join           *delayedJoin // the rebalance in progress, if any
 	offsets        map[commitlog.TopicPartition]Offset
+	// txnOffsets are offsets committed in transactions not decided yet,
+	// by producer id (txn_offsets.go).
+	txnOffsets map[int64]map[commitlog.TopicPartition]Offset
 	// after holds what must run once mu is released: purgatory calls
 	// (whose callbacks take mu), appends to __consumer_offsets (Writer)
 	// and answers (reply).

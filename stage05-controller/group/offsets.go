@@ -149,7 +149,7 @@ func (c *Coordinator) OffsetFetch(req *kmsg.OffsetFetchRequest) *kmsg.OffsetFetc
 			}
 			out := kmsg.NewOffsetFetchResponseGroup()
 			out.Group = rg.Group
-			found, code := c.fetchOffsets(rg.Group, topics)
+			found, code := c.fetchOffsets(rg.Group, topics, req.RequireStable)
 			out.ErrorCode = code
 			for _, t := range found {
 				ot := kmsg.NewOffsetFetchResponseGroupTopic()
@@ -164,7 +164,7 @@ func (c *Coordinator) OffsetFetch(req *kmsg.OffsetFetchRequest) *kmsg.OffsetFetc
 		}
 		return resp
 	}
-	found, code := c.fetchOffsets(req.Group, req.Topics)
+	found, code := c.fetchOffsets(req.Group, req.Topics, req.Version >= 7 && req.RequireStable)
 	resp.Topics, resp.ErrorCode = found, code
 	if code != 0 && req.Version < 2 { // v0-v1 carry errors per partition only
 		for _, t := range req.Topics {
@@ -180,7 +180,10 @@ func (c *Coordinator) OffsetFetch(req *kmsg.OffsetFetchRequest) *kmsg.OffsetFetc
 }
 
 // fetchOffsets reads a group's committed offsets for topics (nil: all).
-func (c *Coordinator) fetchOffsets(groupID string, topics []kmsg.OffsetFetchRequestTopic) ([]kmsg.OffsetFetchResponseTopic, int16) {
+// requireStable (v7+, KIP-447): a partition whose offset a transaction
+// not yet decided has committed answers UNSTABLE_OFFSET_COMMIT, which the
+// client retries, instead of the offset before it.
+func (c *Coordinator) fetchOffsets(groupID string, topics []kmsg.OffsetFetchRequestTopic, requireStable bool) ([]kmsg.OffsetFetchResponseTopic, int16) {
 	g, code := c.lookup(groupID, false)
 	if code != 0 {
 		return nil, code
@@ -212,9 +215,13 @@ func (c *Coordinator) fetchOffsets(groupID string, topics []kmsg.OffsetFetchRequ
 			rp.Partition, rp.Offset, rp.LeaderEpoch = p, -1, -1
 			empty := ""
 			rp.Metadata = &empty
-			if o, ok := offsets[commitlog.TopicPartition{Topic: t.Topic, Partition: p}]; ok {
+			tp := commitlog.TopicPartition{Topic: t.Topic, Partition: p}
+			if o, ok := offsets[tp]; ok {
 				meta := o.Metadata
 				rp.Offset, rp.LeaderEpoch, rp.Metadata = o.Offset, o.LeaderEpoch, &meta
+			}
+			if requireStable && g != nil && g.unstable(tp) {
+				rp.Offset, rp.LeaderEpoch, rp.ErrorCode = -1, -1, kerr.UnstableOffsetCommit.Code
 			}
 			rt.Partitions = append(rt.Partitions, rp)
 		}

@@ -124,6 +124,7 @@ func batchOf(now time.Time, keys, values [][]byte) []byte {
 type loaded struct {
 	groups  map[string]*kmsg.GroupMetadataValue // nil value: deleted
 	offsets map[string]map[commitlog.TopicPartition]Offset
+	txns    map[int64]loadedTxn // offsets of transactions whose markers were not read yet
 }
 
 var errUnknownKey = errors.New("unknown key version in __consumer_offsets")

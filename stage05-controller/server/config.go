@@ -12,6 +12,7 @@ import (
 	"github.com/kafkaworkbook/workbook/stage04-isr-acks/server"
 	"github.com/kafkaworkbook/workbook/stage05-controller/group"
 	"github.com/kafkaworkbook/workbook/stage05-controller/kafkazk"
+	"github.com/kafkaworkbook/workbook/stage05-controller/txn"
 )
 
 // The keys this stage adds, with Kafka's names and defaults.
@@ -71,6 +72,13 @@ type Config struct {
 	Group                    group.Config
 	OffsetsReplicationFactor int
 	OffsetsSegmentBytes      int64
+	// Txn is the transaction coordinator's configuration;
+	// __transaction_state's replication factor, min.insync.replicas and
+	// segment size are used when it is created.
+	Txn                  txn.Config
+	TxnReplicationFactor int
+	TxnMinISR            int
+	TxnSegmentBytes      int64
 	// Props are the properties ParseConfig read: DescribeConfigs answers
 	// them as STATIC_BROKER_CONFIG. A Config built by hand may leave it
 	// nil (every key is then answered with Kafka's default).
@@ -82,7 +90,7 @@ func ownKeys() []string {
 	return append([]string{KeyZookeeperConnect, KeyZookeeperSessionTimeout, KeyZookeeperConnectionTimeout,
 		KeyControlledShutdownEnable, KeyControlledShutdownMaxRetries, KeyControlledShutdownRetryBackoff,
 		KeyNumPartitions, KeyDefaultReplicationFactor, KeyBrokerRack,
-		KeyAutoLeaderRebalance, KeyLeaderImbalanceCheckInterval, KeyLeaderImbalancePerBrokerPercentage}, groupKeys...)
+		KeyAutoLeaderRebalance, KeyLeaderImbalanceCheckInterval, KeyLeaderImbalancePerBrokerPercentage}, append(groupKeys, txnKeys...)...)
 }
 
 // Keys lists every key ParseConfig knows, sorted: stage 04's (and so
@@ -163,6 +171,9 @@ func ParseConfig(props map[string]string, logger *slog.Logger) (Config, error) {
 			return Config{}, &commitlog.ConfigError{Key: KeyLeaderImbalancePerBrokerPercentage, Value: raw, Reason: "a percentage: at most 100"}
 		}
 		cfg.LeaderImbalancePercentage = int(v)
+	}
+	if err := parseTxnConfig(props, &cfg); err != nil {
+		return Config{}, err
 	}
 	if err := parseGroupConfig(props, &cfg); err != nil {
 		return Config{}, err

@@ -138,9 +138,9 @@ func (s *Server) handleOffsetCommit(r *broker.Request) {
 // FindCoordinator (key 10), v0-v4: the coordinator of a group is the
 // leader of its partition of __consumer_offsets, which the first
 // FindCoordinator creates (COORDINATOR_NOT_AVAILABLE until it has
-// leaders). v4 asks for several keys at once (KIP-699). Transaction
-// coordinators (key type 1) are not served: transactions are beyond this
-// course.
+// leaders). v4 asks for several keys at once (KIP-699). Key type 1 finds
+// a transactional id's coordinator the same way, on __transaction_state
+// (txns.go).
 func (s *Server) handleFindCoordinator(r *broker.Request) {
 	req := r.Body.(*kmsg.FindCoordinatorRequest)
 	resp := kmsg.NewPtrFindCoordinatorResponse()
@@ -168,8 +168,10 @@ func (s *Server) handleFindCoordinator(r *broker.Request) {
 
 func (s *Server) findCoordinator(keyType int8, key, listener string) (node int32, host string, port int32, code int16, msg string) {
 	switch {
+	case keyType == 1:
+		return s.findTxnCoordinator(key, listener)
 	case keyType != 0:
-		return -1, "", -1, kerr.InvalidRequest.Code, "only group coordinators (key type 0) are served: this broker has no transactions"
+		return -1, "", -1, kerr.InvalidRequest.Code, fmt.Sprintf("coordinator key type %d: groups (0) and transactions (1) are served", keyType)
 	case key == "":
 		return -1, "", -1, kerr.InvalidRequest.Code, "the group id is empty"
 	}
@@ -264,7 +266,15 @@ func (w offsetsWriter) Append(partition int32, batch []byte, timeout time.Durati
 	part := broker.ProducePartition{Topic: group.Topic,
 		Request:  &kmsg.ProduceRequestTopicPartition{Partition: partition, Records: batch},
 		Response: &kmsg.ProduceResponseTopicPartition{Partition: partition, BaseOffset: -1, LogAppendTime: -1, LogStartOffset: -1}}
-	w.s.AppendRecords(-1, timeout, []broker.ProducePartition{part}, func() { done(part.Response.ErrorCode) })
+	w.s.AppendAsCoordinator(timeout, []broker.ProducePartition{part}, func() { done(part.Response.ErrorCode) })
+}
+
+// coordinatorPartitionChanged tells the group and transaction
+// coordinators of a change to a partition of their topics (stage 04's
+// Options.StateChanged).
+func (s *Server) coordinatorPartitionChanged(p *replica.Partition) {
+	s.offsetsPartitionChanged(p)
+	s.txnPartitionChanged(p)
 }
 
 // offsetsPartitionChanged tells the coordinator when this broker starts

@@ -21,6 +21,7 @@ import (
 	"github.com/kafkaworkbook/workbook/stage05-controller/controller"
 	"github.com/kafkaworkbook/workbook/stage05-controller/group"
 	"github.com/kafkaworkbook/workbook/stage05-controller/kafkazk"
+	"github.com/kafkaworkbook/workbook/stage05-controller/txn"
 )
 
 // Options are the parts of a server that are not Kafka configuration.
@@ -40,12 +41,15 @@ type Server struct {
 	ZK         *kafkazk.Client
 	Controller *controller.Controller
 	Groups     *group.Coordinator
+	// Txns is the transaction coordinator, beside the group coordinator.
+	Txns *txn.Coordinator
 
 	cfg    Config
 	logger *slog.Logger
 	config *configWatcher
 	// brokerConfigs: Options.BrokerConfigs, for DescribeConfigs.
 	brokerConfigs []BrokerConfigEntry
+	markers       *markerSender // the transaction coordinator's WriteTxnMarkers
 }
 
 // New connects to ZooKeeper, creates Kafka's persistent znodes and the
@@ -73,13 +77,15 @@ func New(cfg Config, opts Options) (*Server, error) {
 	}
 	s := &Server{ZK: zk, cfg: cfg, logger: logger, brokerConfigs: opts.BrokerConfigs}
 	base, err := s4.New(cfg.Config, s4.Options{Logger: opts.Logger, PerListener: opts.PerListener, States: zk, ProducerIDs: zk.ProducerIDBlock(), ClusterID: clusterID,
-		StateChanged: s.offsetsPartitionChanged})
+		StateChanged: s.coordinatorPartitionChanged, TxnCompleted: s.txnCompleted})
 	if err != nil {
 		zk.Close()
 		return nil, err
 	}
 	s.Server = base
 	s.Groups = group.New(cfg.Group, offsetsWriter{s}, group.Options{Logger: logger.With("component", "group-coordinator")})
+	s.markers = &markerSender{s: s, idle: map[string][]*protocol.Client{}, alive: true}
+	s.Txns = txn.New(cfg.Txn, txnWriter{s}, base.ProducerIDs(), s.markers, txn.Options{Logger: logger.With("component", "transaction-coordinator")})
 	s.Controller = controller.New(zk, cfg.Replica.BrokerID, controller.Options{Logger: logger.With("component", "controller"),
 		UncleanLeaderElection: cfg.Topic.UncleanLeaderElection, AutoLeaderRebalance: cfg.AutoLeaderRebalance,
 		LeaderImbalanceCheckInterval: cfg.LeaderImbalanceCheck, LeaderImbalancePerBrokerPercentage: cfg.LeaderImbalancePercentage,
@@ -101,12 +107,17 @@ func New(cfg Config, opts Options) (*Server, error) {
 	for _, api := range s.groupAPIs() {
 		s.Register(api)
 	}
+	for _, api := range s.txnAPIs() {
+		s.Register(api)
+	}
 	// Parked JoinGroups and SyncGroups answer NOT_COORDINATOR as soon as
 	// the broker begins shutting down: the network layer's drain waits
 	// for every request in flight.
 	s.Delay(func() {
 		<-s.ShuttingDown()
 		s.Groups.Close()
+		s.Txns.Close()
+		s.markers.close()
 	})
 	return s, nil
 }
