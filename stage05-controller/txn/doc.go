@@ -32,12 +32,12 @@
 // older coordinator's, is the leader epoch of the __transaction_state
 // partition.
 //
-//	            AddPartitions        EndTxn(commit)       markers written
-//	  Empty ───────────────▶ Ongoing ─────────────▶ PrepareCommit ───────▶ CompleteCommit
-//	    ▲                      │ EndTxn(abort), timeout, fencing            │
-//	    │                      ▼                                            │
-//	    │                  PrepareAbort ──────────────────────▶ CompleteAbort
-//	    └───────────── InitProducerId (epoch + 1) ◀─────────────────────────┘
+//	          AddPartitions        EndTxn(commit)       markers written
+//	Empty ───────────────▶ Ongoing ─────────────▶ PrepareCommit ───────▶ CompleteCommit
+//	  ▲                      │ EndTxn(abort), timeout, fencing            │
+//	  │                      ▼                                            │
+//	  │                  PrepareAbort ──────────────────────▶ CompleteAbort
+//	  └───────────── InitProducerId (epoch + 1) ◀─────────────────────────┘
 //
 // A transaction open for longer than its timeout is aborted by the
 // coordinator, with the producer's epoch bumped so that the producer,
