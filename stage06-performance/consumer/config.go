@@ -30,6 +30,13 @@ const (
 	KeyMetadataMaxAge              = "metadata.max.age.ms"           // 300000
 	KeyRetryBackoff                = "retry.backoff.ms"              // 100
 	KeyCheckCRCs                   = "check.crcs"                    // true
+	KeyIsolationLevel              = "isolation.level"               // read_uncommitted
+)
+
+// Isolation levels: isolation.level's values (KIP-98).
+const (
+	ReadUncommitted = "read_uncommitted" // every record below the high watermark
+	ReadCommitted   = "read_committed"   // below the last stable offset, without aborted transactions' records
 )
 
 // Offset resets: auto.offset.reset's values.
@@ -60,6 +67,7 @@ type Config struct {
 	MetadataMaxAge         time.Duration // metadata.max.age.ms: leaders are re-read at least this often
 	RetryBackoff           time.Duration // retry.backoff.ms: the pause after a failed request
 	CheckCRCs              bool          // check.crcs: verify each fetched batch's CRC-32C before decoding it
+	IsolationLevel         string        // isolation.level: read_uncommitted or read_committed
 
 	// BufferedFetches bounds the fetch responses waiting for Poll (all
 	// fetchers together): how far the fetchers run ahead of the
@@ -88,6 +96,7 @@ func DefaultConfig() Config {
 		MetadataMaxAge:         5 * time.Minute,
 		RetryBackoff:           100 * time.Millisecond,
 		CheckCRCs:              true,
+		IsolationLevel:         ReadUncommitted,
 		BufferedFetches:        4,
 	}
 }
@@ -149,6 +158,8 @@ func ParseConfig(props map[string]string) (Config, error) {
 			c.RetryBackoff, err = millis(v)
 		case KeyCheckCRCs:
 			c.CheckCRCs, err = strconv.ParseBool(v)
+		case KeyIsolationLevel:
+			c.IsolationLevel = v
 		default:
 			return c, fmt.Errorf("%w: unknown key %q", ErrConfig, k)
 		}
@@ -169,6 +180,8 @@ func (c *Config) Validate() error {
 		return bad(KeyBootstrapServers, `""`, "at least one host:port is required")
 	case c.AutoOffsetReset != ResetEarliest && c.AutoOffsetReset != ResetLatest && c.AutoOffsetReset != ResetNone:
 		return bad(KeyAutoOffsetReset, c.AutoOffsetReset, "must be earliest, latest or none")
+	case c.IsolationLevel != ReadUncommitted && c.IsolationLevel != ReadCommitted:
+		return bad(KeyIsolationLevel, c.IsolationLevel, "must be read_uncommitted or read_committed")
 	case c.FetchMinBytes < 0:
 		return bad(KeyFetchMinBytes, c.FetchMinBytes, "must be at least 0")
 	case c.FetchMaxBytes < 1:

@@ -78,6 +78,7 @@ func TestParseConfigNamesTheBadKeyAndValue(t *testing.T) {
 		{map[string]string{"bootstrap.servers": "h:1", "fetch.max.wait": "500"}, `unknown key "fetch.max.wait"`},
 		{map[string]string{"bootstrap.servers": "h:1", "heartbeat.interval.ms": "50000"}, "heartbeat.interval.ms=50000"},
 		{map[string]string{"bootstrap.servers": "h:1", "max.poll.interval.ms": "0"}, "max.poll.interval.ms=0"},
+		{map[string]string{"bootstrap.servers": "h:1", "isolation.level": "read_dirty"}, "isolation.level=read_dirty"},
 		{map[string]string{}, "bootstrap.servers"},
 	} {
 		_, err := consumer.ParseConfig(tc.props)

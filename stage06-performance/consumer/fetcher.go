@@ -1,8 +1,10 @@
 package consumer
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -28,6 +30,10 @@ type chunk struct {
 	state *partitionState // the state it was fetched for; dropped if no longer current
 	start int64           // the offset the fetch asked for: batches begin at or before it
 	data  []byte          // whole batches; aliases the response (a Conn reads each into a new buffer)
+	// aborted are the aborted transactions among data (read_committed),
+	// by first offset: Poll skips their producers' batches up to each
+	// one's ABORT marker.
+	aborted []kmsg.FetchResponseTopicPartitionAbortedTransaction
 }
 
 // fetcher is one broker's fetch loop (Kafka's Fetcher sends a request to
@@ -116,6 +122,9 @@ func (f *fetcher) fetchOnce(conn *wire.Conn, parts []*partitionState) error {
 	req.MinBytes = c.cfg.FetchMinBytes
 	req.MaxBytes = c.cfg.FetchMaxBytes
 	req.SessionID, req.SessionEpoch = 0, -1 // no fetch session (KIP-227): every fetch is full
+	if c.cfg.IsolationLevel == ReadCommitted {
+		req.IsolationLevel = 1 // up to the LSO, with the aborted transactions
+	}
 	asked := make(map[TopicPartition]int64, len(parts))
 	f.rotate = (f.rotate + 1) % len(parts)
 	for i := range parts {
@@ -193,6 +202,9 @@ func (f *fetcher) partition(s *partitionState, off int64, p *kmsg.FetchResponseT
 		return chunk{}, false
 	}
 	s.highWatermark.Store(p.HighWatermark)
+	if c.cfg.IsolationLevel == ReadCommitted {
+		s.highWatermark.Store(p.LastStableOffset) // what there is to read: the lag counts from it
+	}
 	data, end := completeBatches(p.RecordBatches)
 	if end <= off {
 		return chunk{}, false // nothing, or one batch larger than the partition's budget so far
@@ -200,7 +212,11 @@ func (f *fetcher) partition(s *partitionState, off int64, p *kmsg.FetchResponseT
 	if !s.fetchOffset.CompareAndSwap(off, end) {
 		return chunk{}, false // another fetcher (the old or new leader's) claimed this range
 	}
-	return chunk{state: s, start: off, data: data}, true
+	aborted := slices.Clone(p.AbortedTransactions)
+	slices.SortStableFunc(aborted, func(a, b kmsg.FetchResponseTopicPartitionAbortedTransaction) int {
+		return cmp.Compare(a.FirstOffset, b.FirstOffset) // Kafka sends them in order; not every broker does
+	})
+	return chunk{state: s, start: off, data: data, aborted: aborted}, true
 }
 
 // completeBatches trims b to its whole batches (a broker may cut the last
@@ -240,6 +256,9 @@ func (f *fetcher) resolve(conn *wire.Conn, parts []*partitionState) error {
 	}
 	req := kmsg.NewPtrListOffsetsRequest()
 	req.ReplicaID = -1
+	if c.cfg.IsolationLevel == ReadCommitted {
+		req.IsolationLevel = 1 // latest is the LSO
+	}
 	for _, s := range parts {
 		if n := len(req.Topics); n == 0 || req.Topics[n-1].Topic != s.tp.Topic {
 			t := kmsg.NewListOffsetsRequestTopic()

@@ -6,6 +6,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kmsg"
+
 	"github.com/kafkaworkbook/workbook/stage01-log/record"
 )
 
@@ -48,6 +50,11 @@ type poller struct {
 	inBatch bool            // it is walking a batch's records
 	batch   record.BatchHeader
 	it      record.Iterator // over batch's records
+	// read_committed: the chunk's aborted transactions not yet reached
+	// (by first offset), and the producers whose batches are being
+	// skipped until their ABORT markers (Kafka's CompletedFetch).
+	aborted     []kmsg.FetchResponseTopicPartitionAbortedTransaction
+	abortedPIDs map[int64]bool
 
 	// What one Poll returns; reused by the next.
 	out     []Record
@@ -199,7 +206,9 @@ func (p *poller) nextChunk() bool {
 			continue
 		}
 		p.ck, p.rest, p.pos, p.inBatch = s, ck.data, pos, false
-		ck.data = nil
+		p.aborted = ck.aborted
+		clear(p.abortedPIDs)
+		ck.data, ck.aborted = nil, nil
 		return true
 	}
 	p.cur = nil
@@ -259,6 +268,10 @@ func (p *poller) startBatch() error {
 	}
 	batch := p.rest[:h.Size()]
 	p.rest = p.rest[h.Size():]
+	if p.c.cfg.IsolationLevel == ReadCommitted && h.ProducerID >= 0 && p.skipAborted(&h, batch) {
+		p.pos = max(p.pos, h.NextOffset())
+		return nil
+	}
 	if h.NextOffset() <= p.pos {
 		return nil
 	}
@@ -289,6 +302,28 @@ func (p *poller) startBatch() error {
 	p.it.Reset(data, h.NumRecords)
 	p.inBatch = true
 	return nil
+}
+
+// skipAborted reports whether a producer's batch belongs to an aborted
+// transaction, as Kafka's consumer decides: every aborted transaction
+// that starts at or before the batch's last offset marks its producer as
+// aborted; that producer's ABORT marker ends it; a transactional batch of
+// a producer marked so is skipped.
+func (p *poller) skipAborted(h *record.BatchHeader, batch []byte) bool {
+	for len(p.aborted) > 0 && p.aborted[0].FirstOffset <= h.LastOffset() {
+		if p.abortedPIDs == nil {
+			p.abortedPIDs = map[int64]bool{}
+		}
+		p.abortedPIDs[p.aborted[0].ProducerID] = true
+		p.aborted = p.aborted[1:]
+	}
+	if h.Attributes.Control() {
+		if m, err := record.ReadMarker(h, batch); err == nil && !m.Commit {
+			delete(p.abortedPIDs, h.ProducerID)
+		}
+		return false // a marker is skipped as any control batch
+	}
+	return h.Attributes.Transactional() && p.abortedPIDs[h.ProducerID]
 }
 
 func (p *poller) dropChunk() {
