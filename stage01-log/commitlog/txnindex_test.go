@@ -17,7 +17,7 @@ import (
 func abortTxn(t *testing.T, l *Log, pid int64, others int) AbortedTxn {
 	t.Helper()
 	b := record.NewBatch(1, record.Record{Key: []byte("k"), Value: []byte("aborted")})
-	b.Attributes, b.ProducerID, b.ProducerEpoch, b.BaseSequence = record.ControlAttributes&^0x20, pid, 0, 0
+	b.Attributes, b.ProducerID, b.ProducerEpoch, b.BaseSequence = record.TransactionalFlag, pid, 0, 0
 	data, err := record.AppendBatch(nil, b)
 	require.NoError(t, err)
 	first, _, err := l.Append(data)

@@ -59,6 +59,10 @@ func (m Marker) Type() ControlType {
 // control, no compression, CreateTime.
 const ControlAttributes = transactionalFlag | controlFlag
 
+// TransactionalFlag is the attribute bit of a batch written in a
+// transaction (bit 4), to OR into a batch's attributes.
+const TransactionalFlag = transactionalFlag
+
 // AppendMarker appends a marker batch at offset 0, stamped at timestamp
 // (ms), with no partition leader epoch: the leader sets the offset and
 // its epoch when it appends it, as for a producer's batch.

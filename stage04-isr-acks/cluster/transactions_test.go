@@ -30,7 +30,7 @@ func (tc *testCluster) produceTxn(pid int64, epoch int16, seq int32, transaction
 	b := record.NewBatch(time.Now().UnixMilli())
 	b.ProducerID, b.ProducerEpoch, b.BaseSequence = pid, epoch, seq
 	if transactional {
-		b.Attributes = record.ControlAttributes &^ 0x20 // the transactional bit alone
+		b.Attributes = record.TransactionalFlag
 	}
 	for i, v := range values {
 		b.Records = append(b.Records, record.Record{OffsetDelta: int32(i), Value: []byte(v)})

@@ -190,7 +190,7 @@ func txnBatchOf(now time.Time, pid int64, epoch int16, keys, values [][]byte) []
 		recs[i] = record.Record{OffsetDelta: int32(i), Key: keys[i], Value: values[i]}
 	}
 	b := record.NewBatch(now.UnixMilli(), recs...)
-	b.Attributes = record.ControlAttributes &^ 0x20 // transactional, not control
+	b.Attributes = record.TransactionalFlag
 	b.ProducerID, b.ProducerEpoch, b.BaseSequence = pid, epoch, 0
 	out, err := record.AppendBatch(nil, b)
 	if err != nil {

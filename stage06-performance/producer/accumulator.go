@@ -254,7 +254,7 @@ func (a *accumulator) drain(broker int32, now time.Time, id producerID, start in
 		b.attempts++
 		p.mu.Unlock()
 		if !b.closed {
-			b.close(a.cfg.Compression)
+			b.close(a.cfg.Compression, a.cfg.TransactionalID != "")
 		}
 		b.writeHeader()
 		size += len(b.buf)

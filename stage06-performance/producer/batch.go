@@ -124,19 +124,23 @@ func (b *batch) tryAppend(r *Record, ts int64, cb func(*Record, error)) bool {
 // or there is no room for a small one.
 func (b *batch) full() bool { return b.sealed || cap(b.buf)-len(b.buf) < 16 }
 
-// close compresses the records, if codec says so: from now on the
-// records are final.
+// close compresses the records, if codec says so, and marks the batch
+// transactional for a transactional producer: from now on the records are
+// final.
 //
 // The batch is out of its deque by then, where no Produce can reach it, so
 // this runs without the partition's lock: appends to the partition go on
 // while a batch of it is compressed.
-func (b *batch) close(codec record.Codec) {
+func (b *batch) close(codec record.Codec, transactional bool) {
 	if codec != record.CodecNone {
 		b.compress(codec)
 	}
 	h := &b.header // the producer fields are the sequencer's (setSequence)
 	h.PartitionLeaderEpoch = record.NoPartitionLeaderEpoch
 	h.Attributes = record.Attributes(0).WithCodec(codec)
+	if transactional { // a transactional producer writes only in transactions
+		h.Attributes |= record.TransactionalFlag
+	}
 	h.LastOffsetDelta = int32(len(b.pending) - 1)
 	h.FirstTimestamp, h.MaxTimestamp = b.first, b.maxTS
 	h.NumRecords = int32(len(b.pending))

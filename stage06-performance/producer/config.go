@@ -60,6 +60,13 @@ type Config struct {
 	// MaxRequestSize is max.request.size: the bytes of the batches of one
 	// Produce request, and the largest record accepted.
 	MaxRequestSize int
+	// TransactionalID is transactional.id: set, the producer writes in
+	// transactions (txn.go), and a later producer of the same id fences
+	// this one. Requires idempotence.
+	TransactionalID string
+	// TransactionTimeout is transaction.timeout.ms: the coordinator aborts
+	// a transaction open for longer.
+	TransactionTimeout time.Duration
 }
 
 // DefaultConfig is Kafka 3.x's producer defaults (acks=all and
@@ -80,6 +87,8 @@ func DefaultConfig() Config {
 		Idempotence:     true,
 		Compression:     record.CodecNone,
 		MaxRequestSize:  1 << 20,
+
+		TransactionTimeout: time.Minute,
 	}
 }
 
@@ -150,6 +159,10 @@ func ParseConfig(props map[string]string) (Config, error) {
 			c.Compression, err = ParseCodec(v)
 		case "max.request.size":
 			c.MaxRequestSize, err = atoi(v, 1, math.MaxInt32)
+		case "transactional.id":
+			c.TransactionalID = v
+		case "transaction.timeout.ms":
+			c.TransactionTimeout, err = millis(v)
 		default:
 			err = errors.New("unknown key")
 		}
@@ -168,6 +181,9 @@ func ParseConfig(props map[string]string) (Config, error) {
 func (c *Config) Validate() error {
 	if len(c.BootstrapServers) == 0 {
 		return fmt.Errorf("%w: bootstrap.servers is empty", ErrConfig)
+	}
+	if c.TransactionalID != "" && !c.Idempotence {
+		return fmt.Errorf("%w: transactional.id=%q needs enable.idempotence=true", ErrConfig, c.TransactionalID)
 	}
 	if c.Idempotence && c.Acks != -1 {
 		return fmt.Errorf("%w: acks=%d: must be all (-1) with enable.idempotence=true", ErrConfig, c.Acks)

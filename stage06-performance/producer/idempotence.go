@@ -50,6 +50,9 @@ func (p *Producer) producerID(ctx context.Context) (producerID, error) {
 // initProducerID asks the brokers of the last metadata, one after the
 // other, for a producer id (any broker hands them out).
 func (p *Producer) initProducerID(ctx context.Context) (producerID, error) {
+	if p.cfg.TransactionalID != "" {
+		return p.initTxnProducerID(ctx) // from the id's coordinator (txn.go)
+	}
 	m := p.pool.Metadata()
 	if m == nil || len(m.Brokers) == 0 {
 		return noProducerID, errors.New("no broker known yet")
@@ -84,6 +87,6 @@ func (p *Producer) resetProducerID(old producerID) {
 	defer p.idMu.Unlock()
 	if p.id == old {
 		p.logger.Warn("producer: a sequence was lost; taking a new producer id", "id", old.id, "epoch", old.epoch)
-		p.id = noProducerID
+		p.id, p.prevID = noProducerID, old
 	}
 }

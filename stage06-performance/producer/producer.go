@@ -78,9 +78,12 @@ type Producer struct {
 	metaMu      sync.Mutex    // guards metaChanged
 	metaChanged chan struct{} // closed and replaced at every metadata update
 
-	idMu   sync.Mutex    // guards the two fields below; never held across a request
+	idMu   sync.Mutex    // guards the three fields below; never held across a request
 	id     producerID    // noProducerID until InitProducerId answers, and after a reset
 	idInit chan struct{} // closed when the InitProducerId under way ends; nil when none is
+	prevID producerID    // the id before the last reset: a transactional producer bumps its epoch (KIP-360)
+
+	txn txnState // transactional.id's state (txn.go)
 }
 
 // New returns a producer; it connects to the brokers when it first needs
@@ -103,6 +106,7 @@ func New(cfg Config, opts Options) (*Producer, error) {
 		refresh:     make(chan struct{}, 1),
 		metaChanged: make(chan struct{}),
 		id:          noProducerID,
+		prevID:      noProducerID,
 	}
 	p.acc = newAccumulator(&p.cfg, p.buffer)
 	p.requests.New = func() any { return newProduceRequest(p) }
@@ -165,6 +169,11 @@ func (p *Producer) Produce(ctx context.Context, r *Record, cb func(*Record, erro
 		part = parts[KeyPartition(r.Key, len(parts))]
 	}
 	r.Partition = part.index
+	if p.cfg.TransactionalID != "" {
+		if err := p.addToTxn(ctx, part); err != nil {
+			return err
+		}
+	}
 	opened, err := p.acc.append(ctx, part, r, ms, size, cb, keyless)
 	if errors.Is(err, errAbortForNewBatch) {
 		// KIP-480: the sticky partition's batch is full or gone; stick
@@ -173,6 +182,11 @@ func (p *Producer) Produce(ctx context.Context, r *Record, cb func(*Record, erro
 		p.wakeLeader(part)
 		part = parts[p.sticky.onNewBatch(t.name, part.index, parts)]
 		r.Partition = part.index
+		if p.cfg.TransactionalID != "" {
+			if err := p.addToTxn(ctx, part); err != nil {
+				return err
+			}
+		}
 		opened, err = p.acc.append(ctx, part, r, ms, size, cb, false)
 	}
 	if err != nil {

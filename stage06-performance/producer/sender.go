@@ -327,6 +327,9 @@ func (p *Producer) fail(b *batch, err error, inFlight bool) {
 	if p.cfg.Idempotence && b.stamped {
 		p.resetProducerID(producerID{b.header.ProducerID, b.header.ProducerEpoch})
 	}
+	if p.cfg.TransactionalID != "" {
+		p.txnRecordFailed(err) // the open transaction cannot commit
+	}
 	for i := range b.pending {
 		pr := &b.pending[i]
 		pr.r.Offset = -1
