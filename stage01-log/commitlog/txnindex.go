@@ -240,6 +240,9 @@ func (l *Log) AbortedTxns(from, upTo int64) ([]AbortedTxn, error) {
 	if l.closed {
 		return nil, ErrClosed
 	}
+	// exercise 01.6: collect the aborted transactions a read_committed fetch from offset from up to upTo must name
+	// hint: from the segment holding from (l.segmentIndexFor, at least 0) to the last, read each segment's entries (s.txnEntries); keep those with LastOffset >= from and FirstOffset < upTo; stop after a segment in which some entry's LastStableOffset >= upTo (nothing later can start below upTo)
+	// tests: TestAbortedTxnsOverlapTheFetchedRange, TestTheTxnIndexIsKafkasFileFormat, TestTruncationRemovesTheEntriesOfRemovedMarkers
 	var out []AbortedTxn
 	for i := max(l.segmentIndexFor(from), 0); i < len(l.segments); i++ {
 		entries, err := l.segments[i].txnEntries()
@@ -261,4 +264,5 @@ func (l *Log) AbortedTxns(from, upTo int64) ([]AbortedTxn, error) {
 		}
 	}
 	return out, nil
+	// end exercise
 }

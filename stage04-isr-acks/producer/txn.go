@@ -127,6 +127,9 @@ func (s *State) Complete(pid int64, epoch int16, commit bool, coordinatorEpoch i
 func (s *State) LastStableOffset(hw int64) int64 {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	// exercise 04.7: the last stable offset: where read_committed consumers stop
+	// hint: first forget the closed transactions whose markers are below hw (keep those with LastOffset >= hw in s.unreplicated, clearing the tail so the slice holds no stale entries); then the LSO is hw, lowered to the FirstOffset of every transaction kept and to every first offset in s.open (the transactions with no marker yet)
+	// tests: TestTheLastStableOffsetWaitsForOpenTransactions, TestTruncationReopensATransactionWhoseMarkerItCuts, ./cluster.TestReadCommittedReadsOnlyCommittedTransactions
 	kept := s.unreplicated[:0]
 	for _, t := range s.unreplicated {
 		if t.LastOffset >= hw {
@@ -143,6 +146,7 @@ func (s *State) LastStableOffset(hw int64) int64 {
 		lso = min(lso, first)
 	}
 	return lso
+	// end exercise
 }
 
 // StableAfter is the LSO to record with an aborted transaction that just

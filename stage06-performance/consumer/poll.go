@@ -310,6 +310,9 @@ func (p *poller) startBatch() error {
 // aborted; that producer's ABORT marker ends it; a transactional batch of
 // a producer marked so is skipped.
 func (p *poller) skipAborted(h *record.BatchHeader, batch []byte) bool {
+	// exercise 06.6: skip the batches of aborted transactions, as Kafka's read_committed consumer does
+	// hint: pop from p.aborted (sorted by FirstOffset) every entry whose FirstOffset <= h.LastOffset(), marking its ProducerID in p.abortedPIDs (make the map if nil); a control batch is never skipped here, but an ABORT marker (record.ReadMarker, !Commit) unmarks its producer; a transactional batch of a marked producer is skipped
+	// tests: TestReadCommittedSkipsAbortedTransactions
 	for len(p.aborted) > 0 && p.aborted[0].FirstOffset <= h.LastOffset() {
 		if p.abortedPIDs == nil {
 			p.abortedPIDs = map[int64]bool{}
@@ -324,6 +327,7 @@ func (p *poller) skipAborted(h *record.BatchHeader, batch []byte) bool {
 		return false // a marker is skipped as any control batch
 	}
 	return h.Attributes.Transactional() && p.abortedPIDs[h.ProducerID]
+	// end exercise
 }
 
 func (p *poller) dropChunk() {
