@@ -93,6 +93,36 @@ type entry struct {
 	// progress moves to; nil when nothing is under way. While it is set,
 	// most requests answer CONCURRENT_TRANSACTIONS (Kafka's pendingState).
 	pending *State
+	// waiting are AddPartitions calls that came while the last
+	// transaction's markers were being written: each is tried again when
+	// nothing is under way any more (parkLocked).
+	waiting []func()
+}
+
+// parkWait bounds how long an AddPartitionsToTxn waits for the last
+// transaction's markers before it answers CONCURRENT_TRANSACTIONS.
+const parkWait = time.Second
+
+// parkLocked holds retry until e's pending state clears, or answers
+// giveUp after parkWait. Kafka answers CONCURRENT_TRANSACTIONS at once,
+// and its clients retry after 20 ms (franz-go, Java's producer): a
+// producer that commits and begins its next transaction at once would
+// wait that long every time, where the markers take a few milliseconds.
+// Waiting here, within the request's timeout, changes no outcome: the
+// answer is the one the retry would get.
+func (c *Coordinator) parkLocked(e *entry, retry func(), giveUp func()) {
+	var once sync.Once
+	run := func(f func()) func() { return func() { once.Do(f) } }
+	e.waiting = append(e.waiting, run(retry))
+	time.AfterFunc(parkWait, run(giveUp))
+}
+
+// wakeLocked hands e's parked calls to new goroutines: they take mu.
+func wakeLocked(e *entry) {
+	for _, f := range e.waiting {
+		go f()
+	}
+	e.waiting = nil
 }
 
 // Coordinator is the transaction coordinator of one broker: it serves the
@@ -371,6 +401,7 @@ func (c *Coordinator) writeLocked(e *entry, o *ownership, next Metadata, then fu
 				return
 			}
 			e.pending = nil
+			defer wakeLocked(e)
 			if code = appendCode(code); code != 0 {
 				c.logger.Warn("writing a transaction's state failed", "transactional_id", e.ID, "state", state, "code", code)
 				then(code)
@@ -550,7 +581,7 @@ func (c *Coordinator) checkLocked(id string, pid int64, epoch int16) (*entry, *o
 	case e.Epoch != epoch:
 		return nil, nil, codeFenced
 	case e.pending != nil:
-		return nil, nil, codeConcurrent
+		return e, nil, codeConcurrent
 	}
 	return e, o, 0
 }
@@ -564,6 +595,10 @@ func (c *Coordinator) AddPartitions(id string, pid int64, epoch int16, parts []c
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	e, o, code := c.checkLocked(id, pid, epoch)
+	if code == codeConcurrent && (e != nil && e.pending != nil && (*e.pending == CompleteCommit || *e.pending == CompleteAbort)) {
+		c.parkLocked(e, func() { c.AddPartitions(id, pid, epoch, parts, respond) }, func() { respond(codeConcurrent) })
+		return
+	}
 	if code != 0 {
 		after.add(func() { respond(code) })
 		return

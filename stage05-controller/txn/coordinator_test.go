@@ -108,9 +108,16 @@ type leaders struct {
 	failures int   // the next calls that fail
 	code     int16 // and with what
 	changed  chan struct{}
+	hold     chan struct{} // when set, each call waits for it to be closed
 }
 
 func (l *leaders) Write(m record.Marker, parts []commitlog.TopicPartition, done func(map[commitlog.TopicPartition]int16)) {
+	l.mu.Lock()
+	hold := l.hold
+	l.mu.Unlock()
+	if hold != nil {
+		<-hold
+	}
 	l.mu.Lock()
 	l.calls = append(l.calls, markerCall{m, parts})
 	codes := map[commitlog.TopicPartition]int16{}
@@ -441,4 +448,39 @@ func TestIdleIDsExpireAndListFilters(t *testing.T) {
 	h.elect(next, PartitionFor("a", testPartitions), 1)
 	_, code = next.Describe("a")
 	require.Equal(t, kerr.TransactionalIDNotFound.Code, code)
+}
+
+// The next transaction's first AddPartitions, sent while the last one's
+// markers are still being written, waits for them and succeeds, instead
+// of CONCURRENT_TRANSACTIONS and a client's 20 ms backoff; if the markers
+// take longer than a second, it answers CONCURRENT_TRANSACTIONS.
+func TestAddPartitionsWaitsForTheLastTransactionsMarkers(t *testing.T) {
+	h := newHarness(t)
+	pid, epoch, _ := h.init(h.c, "etl", -1, -1)
+	for _, wait := range []time.Duration{50 * time.Millisecond, 1500 * time.Millisecond} {
+		require.Zero(t, h.add(h.c, "etl", pid, epoch, orders0))
+		hold := make(chan struct{})
+		h.leaders.mu.Lock()
+		h.leaders.hold = hold
+		h.leaders.mu.Unlock()
+		require.Zero(t, h.end(h.c, "etl", pid, epoch, true))
+		start := time.Now()
+		time.AfterFunc(wait, func() { close(hold) })
+		code := h.add(h.c, "etl", pid, epoch, orders1)
+		took := time.Since(start)
+		if wait < parkWait {
+			require.Zero(t, code, "answered once the markers are written")
+			require.GreaterOrEqual(t, took, wait)
+		} else {
+			require.Equal(t, codeConcurrent, code)
+			require.Less(t, took, wait)
+			h.state(h.c, "etl", CompleteCommit)
+			require.Zero(t, h.add(h.c, "etl", pid, epoch, orders1), "the retry")
+		}
+		h.leaders.mu.Lock()
+		h.leaders.hold = nil
+		h.leaders.mu.Unlock()
+		require.Zero(t, h.end(h.c, "etl", pid, epoch, true))
+		h.state(h.c, "etl", CompleteCommit)
+	}
 }
