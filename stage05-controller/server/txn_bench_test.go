@@ -81,4 +81,3 @@ func BenchmarkTransactionalThroughput(b *testing.B) {
 		})
 	}
 }
-
