@@ -43,6 +43,7 @@ func TestClients(t *testing.T) {
 	t.Run("sarama", func(t *testing.T) { testSarama(t, c) })
 	t.Run("sarama admin", func(t *testing.T) { testSaramaAdmin(t, c) })
 	t.Run("kafka-go", func(t *testing.T) { testKafkaGo(t, c) })
+	t.Run("transactions", func(t *testing.T) { testTransactions(t, c) })
 }
 
 // runKcat runs kcat with args and a deadline, and returns its standard

@@ -28,9 +28,10 @@ func startCluster(t *testing.T) *brokertest.Cluster {
 	t.Helper()
 	ens := zktest.StartEnsemble(t, 3)
 	return brokertest.Start(t, ens, 3, map[string]string{
-		"offsets.topic.replication.factor": "3",
-		"offsets.topic.num.partitions":     "3",
-		"group.initial.rebalance.delay.ms": "0",
+		"offsets.topic.replication.factor":     "3",
+		"offsets.topic.num.partitions":         "3",
+		"group.initial.rebalance.delay.ms":     "0",
+		"transaction.state.log.num.partitions": "3",
 	})
 }
 
