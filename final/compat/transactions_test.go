@@ -12,7 +12,9 @@ import (
 	"github.com/IBM/sarama"
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kafkaworkbook/workbook/stage05-controller/brokertest"
 	"github.com/kafkaworkbook/workbook/stage06-performance/consumer"
@@ -142,5 +144,47 @@ func testTransactions(t *testing.T, c *brokertest.Cluster) {
 			}
 		}
 		require.Equal(t, committed, sorted(got))
+	})
+	t.Run("offsets in a transaction", func(t *testing.T) {
+		// Our producer's SendOffsetsToTransaction: the group's offset is
+		// the transaction's only once it commits; meanwhile an OffsetFetch
+		// with require_stable answers UNSTABLE_OFFSET_COMMIT.
+		fetch := func(stable bool) (int64, int16) {
+			req := kmsg.NewPtrOffsetFetchRequest()
+			req.Group, req.RequireStable = "compat-offsets", stable
+			req.Topics = []kmsg.OffsetFetchRequestTopic{{Topic: topic, Partitions: []int32{1}}}
+			var resp *kmsg.OffsetFetchResponse
+			require.Eventually(t, func() bool {
+				r, err := req.RequestWith(ctx, franz)
+				if err != nil || r.ErrorCode != 0 || len(r.Topics) == 0 {
+					return false
+				}
+				resp = r
+				return true
+			}, 30*time.Second, 50*time.Millisecond)
+			p := resp.Topics[0].Partitions[0]
+			return p.Offset, p.ErrorCode
+		}
+		group := producer.GroupMetadata{GroupID: "compat-offsets", Generation: -1}
+		for _, step := range []struct {
+			offset int64
+			commit bool
+			want   int64
+		}{{10, true, 10}, {20, false, 10}, {30, true, 30}} {
+			require.NoError(t, ours.BeginTransaction())
+			require.NoError(t, ours.Produce(ctx, &producer.Record{Topic: topic, Value: []byte("offsets")}, nil))
+			require.NoError(t, ours.SendOffsetsToTransaction(ctx, group, map[string]map[int32]int64{topic: {1: step.offset}}))
+			_, code := fetch(true)
+			require.Equal(t, kerr.UnstableOffsetCommit.Code, code, "offset %d pending", step.offset)
+			if step.commit {
+				require.NoError(t, ours.CommitTransaction(ctx))
+			} else {
+				require.NoError(t, ours.AbortTransaction(ctx))
+			}
+			require.Eventually(t, func() bool {
+				got, code := fetch(true)
+				return code == 0 && got == step.want
+			}, 30*time.Second, 50*time.Millisecond, "after offset %d, commit %v", step.offset, step.commit)
+		}
 	})
 }
