@@ -130,6 +130,7 @@ func (ps *producerStates) entry(p *replica.Partition) (*partitionProducers, bool
 	}
 	ps.logger.Debug("producer state built", "partition", tp, "read_from", from,
 		"log_start", p.Log.StartOffset(), "log_end", p.Log.EndOffset(), "producers", st.Len())
+	st.LastStableOffset(p.HighWatermark()) // the replayed markers below the high watermark hold nothing
 	pp.st = st
 	pp.segment.Store(p.Log.ActiveBaseOffset())
 	close(pp.built)

@@ -234,6 +234,9 @@ func (s *Server) appendMarker(topic string, partition int32, m record.Marker, mi
 			return
 		}
 		completeTxn(st, p.Log, m, first, now, s.Logger())
+		// Forget the transactions whose markers the high watermark passed:
+		// on a leader no read_committed fetch may come to do it.
+		st.LastStableOffset(p.HighWatermark())
 		s.producers.recorded(pp)
 		offset, epoch = first, p.Epochs.EpochForOffset(first)
 	})
