@@ -7,6 +7,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"time"
 
 	"github.com/kafkaworkbook/workbook/stage01-log/record"
@@ -38,6 +39,13 @@ import (
 //     null value) only until delete.retention.ms has passed (Kafka 2.8's
 //     rule, deleteHorizon below); a record without a key is dropped (Kafka
 //     refuses them on compacted topics; the cleaner drops any it finds).
+//     Transactions are cleaned as Kafka's cleaner cleans them (cleanedTxns
+//     below): the batches of aborted transactions go, and their records
+//     never enter the map, so they cannot shadow a committed value; a
+//     transaction marker goes once its transaction has no batch left in
+//     the log and its segment is past the delete horizon, as a tombstone
+//     does; the cleaned segment's .txnindex keeps the entries of the ABORT
+//     markers it keeps.
 //  4. Each new segment replaces its group crash-safely (replaceSegments).
 //  5. The checkpoint moves to where the map ended.
 //
@@ -169,10 +177,16 @@ type cleaning struct {
 	stop    <-chan struct{} // closed when the Manager closes
 	stats   *CleanStats
 	records *record.Reader
-	// producerLast maps each producer id to the last offset of its last
-	// batch in the log, found when first needed (producerLastOffsets).
-	producerLast map[int64]int64
-	all          []cleanSource // every segment, the active one with its size at the start
+	// producers is what the log tells of each producer's state, found
+	// when first needed (isLastOfProducer).
+	producers map[int64]*producerLast
+	all       []cleanSource // every segment, the active one with its size at the start
+	// aborted lists the aborted transactions of every segment's
+	// .txnindex, read with the segments (snapshot).
+	aborted []AbortedTxn
+	// txns follows the transactions through the rewrite of one round,
+	// across its groups of segments (Kafka's CleanedTransactionMetadata).
+	txns *cleanedTxns
 }
 
 // clean runs one round on the log: Kafka's Cleaner.clean. It returns
@@ -193,6 +207,9 @@ func (l *Log) clean(c cleanable, dedupeBufferSize int64, stop <-chan struct{}, s
 	}
 	end := m.latest + 1
 	stats.FirstDirtyOffset, stats.EndOffset, stats.KeysMapped = c.firstDirty, end, len(m.offsets)
+	// The rewrite reads from the log's start: every aborted transaction
+	// whose marker is in the log may be met.
+	cl.txns = newCleanedTxns(cl.aborted, math.MinInt64)
 
 	var sources []cleanSource
 	for _, src := range cl.all {
@@ -287,6 +304,11 @@ func (cl *cleaning) snapshot() (truncations uint64, horizonMs int64, err error) 
 			horizonMs = s.lastModified.UnixMilli() - cl.c.cfg.DeleteRetention.Milliseconds()
 		}
 		cl.all = append(cl.all, src)
+		txns, err := s.txnEntries()
+		if err != nil {
+			return 0, 0, err
+		}
+		cl.aborted = append(cl.aborted, txns...)
 	}
 	return l.truncations, horizonMs, nil
 }
@@ -304,32 +326,40 @@ func (cl *cleaning) stopped() bool {
 // buildOffsetMap takes the dirty range into m, segment by segment, until m
 // is full (Kafka's buildOffsetMap). m.latest ends at the last offset it
 // covered: the end of the dirty range, or the last record taken in before
-// the map filled.
+// the map filled. The records of aborted transactions stay out of the map,
+// as in Kafka: an aborted value must not shadow the committed value of its
+// key that came before it. The aborted transactions are those whose ABORT
+// markers are at or after the first dirty offset, wherever in the log
+// (Kafka's collectAbortedTransactions(firstDirty, firstUncleanable)).
 func (cl *cleaning) buildOffsetMap(m *offsetMap) error {
+	txns := newCleanedTxns(cl.aborted, cl.c.firstDirty)
 	for _, src := range cl.all {
 		if src.next <= cl.c.firstDirty || src.base >= cl.c.firstUncleanable {
 			continue
 		}
 		full := false
 		err := cl.scan(src, src.startPos, func(h *record.BatchHeader, batch []byte) error {
-			if h.Attributes.Control() {
-				return nil // transaction markers have no key to keep
-			}
-			it, err := cl.records.Records(batch)
-			if err != nil {
-				return err
-			}
-			for it.Next() {
-				r := it.Record()
-				offset := h.BaseOffset + int64(r.OffsetDelta)
-				if r.Key != nil && offset >= cl.c.firstDirty {
-					if full = m.put(r.Key, offset); full {
-						return io.EOF
+			switch {
+			case h.Attributes.Control():
+				txns.onMarker(h, batch) // markers have no key to keep
+			case txns.onBatch(h): // aborted: no record of it counts
+			default:
+				it, err := cl.records.Records(batch)
+				if err != nil {
+					return err
+				}
+				for it.Next() {
+					r := it.Record()
+					offset := h.BaseOffset + int64(r.OffsetDelta)
+					if r.Key != nil && offset >= cl.c.firstDirty {
+						if full = m.put(r.Key, offset); full {
+							return io.EOF
+						}
 					}
 				}
-			}
-			if err := it.Err(); err != nil {
-				return err
+				if err := it.Err(); err != nil {
+					return err
+				}
 			}
 			if h.LastOffset() >= cl.c.firstDirty {
 				m.latest = max(m.latest, h.LastOffset())
@@ -414,7 +444,7 @@ func (cl *cleaning) cleanSegments(group []cleanSource, m *offsetMap, horizonMs i
 			}
 		}
 	}()
-	w := &cleanedWriter{dst: dst}
+	w := &cleanedWriter{dst: dst, keptAborts: map[int64]bool{}}
 	for _, src := range group {
 		// Kafka: retainDeletesAndTxnMarkers = segment.lastModified > deleteHorizonMs.
 		retainDeletes := src.lastModified.UnixMilli() > horizonMs
@@ -432,16 +462,22 @@ func (cl *cleaning) cleanSegments(group []cleanSource, m *offsetMap, horizonMs i
 	if err := dst.onBecomeInactive(); err != nil {
 		return err
 	}
-	// Markers are kept whole, so every aborted transaction of the group
-	// still has its marker: the cleaned segment's index is theirs, and is
-	// written even when empty (cleaner_swap.go).
+	// The cleaned segment's index keeps the entries of the ABORT markers
+	// it keeps; it is written even when empty (cleaner_swap.go). (Kafka
+	// also drops the entry of a marker it keeps only for the delete
+	// horizon, its transaction's batches being gone: a harmless entry
+	// here, as a read_committed consumer finds nothing of it to skip.)
 	var txns []AbortedTxn
 	for _, src := range group {
 		entries, err := src.seg.txnEntries()
 		if err != nil {
 			return err
 		}
-		txns = append(txns, entries...)
+		for _, e := range entries {
+			if w.keptAborts[e.LastOffset] {
+				txns = append(txns, e)
+			}
+		}
 	}
 	dst.txns.mu.Lock()
 	err = dst.writeTxnsLocked(txns)
@@ -468,6 +504,8 @@ type cleanedWriter struct {
 	dst     *segment
 	buf     []byte
 	headers []record.BatchHeader
+	// keptAborts holds the offsets of the ABORT markers kept whole.
+	keptAborts map[int64]bool
 }
 
 func (w *cleanedWriter) add(batch []byte) error {
@@ -499,23 +537,40 @@ func (w *cleanedWriter) flush() error {
 
 // filterBatch writes what survives of one batch (Kafka's
 // MemoryRecords.filterTo with the cleaner's RecordFilter):
-//   - a control batch (a transaction marker) is kept whole: this log does
-//     not track transactions, so it cannot tell when a marker may go;
-//   - a batch whose records all survive is copied byte for byte;
+//   - a batch of an aborted transaction (transactional, of a producer whose
+//     aborted transaction, from the .txnindex, has begun and whose ABORT
+//     marker is still to come) loses all its records;
+//   - a control batch (a transaction marker) is kept whole while its
+//     transaction may still have batches in the log (the cleaner read one
+//     of them this round: Kafka's onControlBatchRead) or while its segment
+//     is within delete.retention.ms (retainDeletes, the tombstones' rule);
+//     otherwise it loses its record. An ABORT marker kept whole keeps its
+//     .txnindex entry (w.keptAborts);
+//   - a data batch whose records all survive is copied byte for byte;
 //   - a batch with some survivors is rebuilt with them: same base offset,
 //     last offset, producer fields, leader epoch, attributes and codec
 //     (recompressed), and the first survivor's timestamp as its first
 //     timestamp, as Kafka's MemoryRecordsBuilder does;
-//   - a batch with none is dropped, unless it is the last batch of its
-//     producer in the log: it then stays as an empty batch (a header, no
-//     records), so that the producer's last sequence and epoch survive.
+//   - a batch with none is dropped, unless it holds its producer's last
+//     state (isLastOfProducer): it then stays as an empty batch (a header,
+//     no records), so that the producer's last sequence and epoch survive.
 //     Kafka keeps it for active producers only; this log has no producer
 //     state (stage 04 keeps it), so every producer id counts as active.
 func (cl *cleaning) filterBatch(w *cleanedWriter, h *record.BatchHeader, batch []byte, m *offsetMap, retainDeletes bool) error {
 	cl.stats.RecordsRead += int64(h.NumRecords)
 	if h.Attributes.Control() {
-		cl.stats.RecordsKept += int64(h.NumRecords)
-		return w.add(batch)
+		discardable, abort := cl.txns.onMarker(h, batch)
+		if !discardable || retainDeletes {
+			if abort {
+				w.keptAborts[h.LastOffset()] = true
+			}
+			cl.stats.RecordsKept += int64(h.NumRecords)
+			return w.add(batch)
+		}
+		return cl.emptyOrDrop(w, h)
+	}
+	if cl.txns.onBatch(h) {
+		return cl.emptyOrDrop(w, h) // an aborted transaction's
 	}
 	it, err := cl.records.Records(batch)
 	if err != nil {
@@ -538,7 +593,7 @@ func (cl *cleaning) filterBatch(w *cleanedWriter, h *record.BatchHeader, batch [
 	}
 	cl.stats.RecordsKept += int64(len(kept))
 	switch {
-	case len(kept) == n:
+	case len(kept) == n && n > 0:
 		return w.add(batch)
 	case len(kept) > 0:
 		b := &record.Batch{BaseOffset: h.BaseOffset, PartitionLeaderEpoch: h.PartitionLeaderEpoch,
@@ -563,16 +618,22 @@ func (cl *cleaning) filterBatch(w *cleanedWriter, h *record.BatchHeader, batch [
 			return err
 		}
 		return w.add(out)
-	case h.ProducerID != record.NoProducerID:
-		last, err := cl.producerLastOffset(h.ProducerID)
-		if err != nil {
-			return err
-		}
-		if last == h.LastOffset() {
-			return w.add(record.AppendEmptyBatch(nil, h))
-		}
 	}
-	return nil
+	return cl.emptyOrDrop(w, h)
+}
+
+// emptyOrDrop writes a batch all of whose records go: as an empty batch if
+// it holds its producer's last state, else not at all (Kafka's
+// BatchRetention RETAIN_EMPTY and DELETE).
+func (cl *cleaning) emptyOrDrop(w *cleanedWriter, h *record.BatchHeader) error {
+	if h.ProducerID == record.NoProducerID {
+		return nil
+	}
+	last, err := cl.isLastOfProducer(h)
+	if err != nil || !last {
+		return err
+	}
+	return w.add(record.AppendEmptyBatch(nil, h))
 }
 
 // shouldRetainRecord is Kafka's Cleaner.shouldRetainRecord: a record past
@@ -589,31 +650,145 @@ func shouldRetainRecord(m *offsetMap, offset int64, r *record.Record, retainDele
 	return offset >= m.get(r.Key) && (r.Value != nil || retainDeletes)
 }
 
-// producerLastOffset returns the last offset of the last batch of producer
-// pid in the log, reading the batch headers of every segment on first use:
-// only a log with idempotent batches emptied by cleaning pays for it.
-func (cl *cleaning) producerLastOffset(pid int64) (int64, error) {
-	if cl.producerLast == nil {
-		cl.producerLast = map[int64]int64{}
+// producerLast is what the log tells of a producer's state, as Kafka's
+// ProducerStateManager would hold it: the last offset of its last data
+// batch (-1: none), and whether a marker of a newer epoch came after it,
+// which starts the producer's state afresh with no data batch (Kafka's
+// maybeUpdateProducerEpoch clears the batch metadata).
+type producerLast struct {
+	dataOffset int64
+	epoch      int16 // the epoch of its last batch, data or marker
+	bumped     bool  // a marker of a newer epoch came after dataOffset's batch
+}
+
+// isLastOfProducer is Kafka's isBatchLastRecordOfProducer, every producer
+// taken as active: a batch holds its producer's last state when it is its
+// last data batch, or, when the producer's state has no data batch (its
+// epoch was bumped by a marker after it, or it has none in the log), when
+// it is a marker of the producer's current epoch, which fences its older
+// epochs. The producers' states come from the batch headers of every
+// segment, read on first use: only a log with producer batches emptied by
+// cleaning pays for it.
+func (cl *cleaning) isLastOfProducer(h *record.BatchHeader) (bool, error) {
+	if cl.producers == nil {
+		cl.producers = map[int64]*producerLast{}
 		for _, src := range cl.all {
 			sc := newBatchScanner(src.file, 0, src.size, record.HeaderSize)
 			for {
-				_, h, _, err := sc.next(false)
+				_, b, _, err := sc.next(false)
 				if err == io.EOF {
 					break
 				}
 				if err != nil {
-					return 0, fmt.Errorf("segment %s: %w", segmentName(src.base), err)
+					return false, fmt.Errorf("segment %s: %w", segmentName(src.base), err)
 				}
-				if h.ProducerID != record.NoProducerID && !h.Attributes.Control() {
-					cl.producerLast[h.ProducerID] = h.LastOffset()
+				if b.ProducerID == record.NoProducerID {
+					continue
+				}
+				p := cl.producers[b.ProducerID]
+				if p == nil {
+					p = &producerLast{dataOffset: -1, epoch: b.ProducerEpoch}
+					cl.producers[b.ProducerID] = p
+				}
+				switch {
+				case !b.Attributes.Control():
+					p.dataOffset, p.epoch, p.bumped = b.LastOffset(), b.ProducerEpoch, false
+				case b.ProducerEpoch > p.epoch:
+					p.epoch, p.bumped = b.ProducerEpoch, true
 				}
 			}
 		}
 	}
-	last, ok := cl.producerLast[pid]
-	if !ok {
-		return -1, nil
+	p := cl.producers[h.ProducerID]
+	switch {
+	case p == nil:
+		return false, nil
+	case p.dataOffset >= 0 && !p.bumped:
+		return !h.Attributes.Control() && h.LastOffset() == p.dataOffset, nil
+	default:
+		return h.Attributes.Control() && h.ProducerEpoch == p.epoch, nil
 	}
-	return last, nil
+}
+
+// cleanedTxns follows the transactions of the log as the cleaner reads it
+// in order (Kafka's CleanedTransactionMetadata): which batches belong to an
+// aborted transaction, and which markers end a transaction that has no
+// batch left.
+type cleanedTxns struct {
+	pending []AbortedTxn // by first offset: aborted transactions not yet reached
+	// aborted holds, by producer, the aborted transaction the reader is
+	// in: reached its first offset, not yet its ABORT marker.
+	aborted map[int64]*abortedTxnRead
+	// committed holds the producers of which a transactional batch not
+	// aborted was read since their last marker.
+	committed map[int64]bool
+}
+
+type abortedTxnRead struct {
+	readData bool // a batch of it was read
+}
+
+// newCleanedTxns follows the aborted transactions of txns whose markers
+// are at or after from, the offset the reader starts at (Kafka's
+// collectAbortedTransactions: a transaction that ended before it is of no
+// concern, and would wrongly abort its producer's next one).
+func newCleanedTxns(txns []AbortedTxn, from int64) *cleanedTxns {
+	t := &cleanedTxns{aborted: map[int64]*abortedTxnRead{}, committed: map[int64]bool{}}
+	for _, txn := range txns {
+		if txn.LastOffset >= from {
+			t.pending = append(t.pending, txn)
+		}
+	}
+	slices.SortStableFunc(t.pending, func(a, b AbortedTxn) int { return cmpInt64(a.FirstOffset, b.FirstOffset) })
+	return t
+}
+
+// reach starts the aborted transactions that begin at or before offset.
+func (t *cleanedTxns) reach(offset int64) {
+	for len(t.pending) > 0 && t.pending[0].FirstOffset <= offset {
+		txn := t.pending[0]
+		t.pending = t.pending[1:]
+		if _, ok := t.aborted[txn.ProducerID]; !ok {
+			t.aborted[txn.ProducerID] = &abortedTxnRead{}
+		}
+	}
+}
+
+// onBatch takes in a data batch and reports whether it belongs to an
+// aborted transaction (Kafka's onBatchRead).
+func (t *cleanedTxns) onBatch(h *record.BatchHeader) bool {
+	t.reach(h.LastOffset())
+	if !h.Attributes.Transactional() {
+		return false
+	}
+	if a, ok := t.aborted[h.ProducerID]; ok {
+		a.readData = true
+		return true
+	}
+	t.committed[h.ProducerID] = true
+	return false
+}
+
+// onMarker takes in a control batch and reports whether it may go, its
+// transaction having no batch left in the log (none was read since the
+// producer's previous marker; Kafka's onControlBatchRead), and whether it
+// is an ABORT marker. An empty control batch (its record cleaned away
+// before) may go; one that is not a transaction marker stays.
+func (t *cleanedTxns) onMarker(h *record.BatchHeader, batch []byte) (discardable, abort bool) {
+	t.reach(h.LastOffset())
+	if h.NumRecords == 0 {
+		return true, false
+	}
+	m, err := record.ReadMarker(h, batch)
+	if err != nil {
+		return false, false
+	}
+	if m.Commit {
+		read := t.committed[h.ProducerID]
+		delete(t.committed, h.ProducerID)
+		return !read, false
+	}
+	a, ok := t.aborted[h.ProducerID]
+	delete(t.aborted, h.ProducerID)
+	return !ok || !a.readData, true
 }

@@ -203,7 +203,8 @@ func TestRetentionDeletesTheTxnIndexWithItsSegment(t *testing.T) {
 	require.Equal(t, []AbortedTxn{b}, got)
 }
 
-// Compaction keeps markers, so a cleaned segment keeps the aborted
+// A first compaction keeps every marker (each is younger than
+// delete.retention.ms), so the cleaned segment keeps the aborted
 // transactions of the segments it replaces, also when a crash interrupts
 // the swap at any step.
 func TestCompactionKeepsAbortedTxnsThroughACrashAtEachStep(t *testing.T) {
