@@ -116,9 +116,13 @@ func (m *Manager) clean(only *TopicPartition) (CleanStats, error) {
 	return stats, errors.Join(append(errs, err)...)
 }
 
-// cleaningLimit is the offset the cleaner may not reach: the high watermark
-// that RetentionLimit gives, or the log end offset.
+// cleaningLimit is the offset the cleaner may not reach: CleanLimit's (the
+// last stable offset), the high watermark that RetentionLimit gives, or
+// the log end offset.
 func (m *Manager) cleaningLimit(tp TopicPartition, l *Log) int64 {
+	if m.opts.CleanLimit != nil {
+		return m.opts.CleanLimit(tp, l)
+	}
 	if m.opts.RetentionLimit != nil {
 		return m.opts.RetentionLimit(tp, l)
 	}

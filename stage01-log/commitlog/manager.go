@@ -34,6 +34,12 @@ type ManagerOptions struct {
 	// partition's high watermark (stage 03). nil means the log end offset,
 	// right for a partition with a single replica.
 	RetentionLimit func(tp TopicPartition, l *Log) int64
+	// CleanLimit returns the offset the log cleaner may not reach; nil
+	// means RetentionLimit's. Stage 04 passes the last stable offset: a
+	// record of a transaction not yet decided must not shadow an older
+	// value of its key, since the transaction may still abort (Kafka's
+	// cleaner stops at the first unstable offset too).
+	CleanLimit func(tp TopicPartition, l *Log) int64
 	// StartOffsetAdvanced, if set, is called after retention has moved a
 	// log's start offset (deleted segments from its head), with no lock
 	// held: stage 03 forgets the leader epochs that ended before it, as

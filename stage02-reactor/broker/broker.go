@@ -70,6 +70,8 @@ type Options struct {
 	// so that retention never deletes records that are not committed yet;
 	// nil means the log end offset, right for a single broker.
 	RetentionLimit func(tp commitlog.TopicPartition, l *commitlog.Log) int64
+	// CleanLimit is passed to the store (store.Options.CleanLimit).
+	CleanLimit func(tp commitlog.TopicPartition, l *commitlog.Log) int64
 	// StartOffsetAdvanced is passed to the store
 	// (store.Options.StartOffsetAdvanced).
 	StartOffsetAdvanced func(tp commitlog.TopicPartition, l *commitlog.Log, start int64)
@@ -92,7 +94,7 @@ func New(cfg Config, opts Options) (*Broker, error) {
 		opts.ServerFactory = network.NewServer
 	}
 	st, err := store.Open(cfg.LogDir, cfg.BrokerID, cfg.Log, store.Options{
-		MaxPartitions: opts.MaxPartitions, RetentionLimit: opts.RetentionLimit,
+		MaxPartitions: opts.MaxPartitions, RetentionLimit: opts.RetentionLimit, CleanLimit: opts.CleanLimit,
 		StartOffsetAdvanced: opts.StartOffsetAdvanced, ClusterID: opts.ClusterID, Logger: opts.Logger})
 	if err != nil {
 		return nil, err

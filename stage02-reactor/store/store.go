@@ -24,6 +24,9 @@ type Options struct {
 	// offset, right for a single broker, whose every record is committed
 	// once appended.
 	RetentionLimit func(tp commitlog.TopicPartition, l *commitlog.Log) int64
+	// CleanLimit is ManagerOptions.CleanLimit: where the log cleaner stops
+	// (stage 04: the last stable offset). nil: RetentionLimit's.
+	CleanLimit func(tp commitlog.TopicPartition, l *commitlog.Log) int64
 	// StartOffsetAdvanced is called after retention moved a log's start
 	// (ManagerOptions.StartOffsetAdvanced): stage 03 forgets the leader
 	// epochs that ended before it. nil: nobody needs to know.
@@ -103,7 +106,7 @@ func Open(dir string, brokerID int32, cfg commitlog.ManagerConfig, opts Options)
 		offline: map[string]map[int32]error{}, creating: map[string]int32{}, configs: configs,
 		partitionIDs: map[commitlog.TopicPartition]TopicID{}, topicIDs: map[string]TopicID{}, topicNames: map[TopicID]string{}}
 	s.logs, err = commitlog.OpenManager(dir, cfg, commitlog.ManagerOptions{
-		RetentionLimit: opts.RetentionLimit, StartOffsetAdvanced: opts.StartOffsetAdvanced,
+		RetentionLimit: opts.RetentionLimit, CleanLimit: opts.CleanLimit, StartOffsetAdvanced: opts.StartOffsetAdvanced,
 		TopicConfig: s.topicConfig, Logger: opts.Logger})
 	if err != nil {
 		return nil, err
@@ -156,6 +159,12 @@ func (s *Store) removeLocked(tp commitlog.TopicPartition) {
 // Manager also runs it every log.retention.check.interval.ms. It returns
 // how many segments it deleted.
 func (s *Store) DeleteOldSegments() (int, error) { return s.logs.DeleteOldSegments() }
+
+// CleanPartition runs the log cleaner on one partition now
+// (commitlog.Manager.CleanPartition), whatever its dirty ratio.
+func (s *Store) CleanPartition(tp commitlog.TopicPartition) (commitlog.CleanStats, error) {
+	return s.logs.CleanPartition(tp)
+}
 
 // Dir is the log directory.
 func (s *Store) Dir() string { return s.dir }

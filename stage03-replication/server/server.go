@@ -53,6 +53,9 @@ type Options struct {
 	ClusterID string
 	// PerListener: see broker.Options.PerListener (final: TLS and SASL).
 	PerListener broker.ListenerOptions
+	// CleanLimit, if set, lowers where the log cleaner stops from the
+	// high watermark hw it gets here (stage 04: the last stable offset).
+	CleanLimit func(tp commitlog.TopicPartition, l *commitlog.Log, hw int64) int64
 }
 
 // Server is a broker that replicates: stage 02's broker with the handlers
@@ -108,6 +111,17 @@ func New(cfg Config, opts Options) (*Server, error) {
 				return m.RetentionLimit(tp, l)
 			}
 			return l.StartOffset()
+		},
+		CleanLimit: func(tp commitlog.TopicPartition, l *commitlog.Log) int64 {
+			m := manager.Load()
+			if m == nil {
+				return l.StartOffset()
+			}
+			hw := m.RetentionLimit(tp, l)
+			if opts.CleanLimit != nil {
+				return opts.CleanLimit(tp, l, hw)
+			}
+			return hw
 		},
 		StartOffsetAdvanced: func(tp commitlog.TopicPartition, l *commitlog.Log, start int64) {
 			if m := manager.Load(); m != nil {

@@ -14,6 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/kafkaworkbook/workbook/stage01-log/commitlog"
 	"github.com/kafkaworkbook/workbook/stage01-log/record"
 	"github.com/kafkaworkbook/workbook/stage03-replication/replica"
 )
@@ -281,4 +282,61 @@ func TestTransactionsSurviveLeaderCrashesAndRestarts(t *testing.T) {
 	require.Equal(t, end+1, tc.listLatest(1))
 	require.Equal(t, []string{"open", "plain-0", "plain-1", "plain-2"}, tc.readIsolated(kgo.ReadCommitted(), end+1),
 		"the restarted leader still drops the aborted transaction")
+}
+
+// produceKeyed sends one batch of key=value records to the leader with
+// acks=all, transactional for pid >= 0 when txn is set.
+func (tc *testCluster) produceKeyed(pid int64, epoch int16, seq int32, txn bool, kvs ...string) int16 {
+	tc.t.Helper()
+	b := record.NewBatch(time.Now().UnixMilli())
+	if pid >= 0 {
+		b.ProducerID, b.ProducerEpoch, b.BaseSequence = pid, epoch, seq
+	}
+	if txn {
+		b.Attributes = record.TransactionalFlag
+	}
+	for i := 0; i+1 < len(kvs); i += 2 {
+		b.Records = append(b.Records, record.Record{OffsetDelta: int32(i / 2), Key: []byte(kvs[i]), Value: []byte(kvs[i+1])})
+	}
+	batch, err := record.AppendBatch(nil, b)
+	require.NoError(tc.t, err)
+	req := kmsg.NewPtrProduceRequest()
+	req.Acks, req.TimeoutMillis = -1, 10_000
+	req.Topics = []kmsg.ProduceRequestTopic{{Topic: tc.tp.Topic, Partitions: []kmsg.ProduceRequestTopicPartition{
+		{Partition: tc.tp.Partition, Records: batch}}}}
+	resp, err := req.RequestWith(context.Background(), tc.client(kgo.AllISRAcks()).Broker(int(tc.leader())))
+	require.NoError(tc.t, err)
+	return resp.Topics[0].Partitions[0].ErrorCode
+}
+
+// The log cleaner stops at the last stable offset: a record of an open
+// transaction does not shadow an older value of its key, which stays when
+// the transaction aborts (without the bound, the older value was compacted
+// away and, the aborted record dropped too, the key had no value left).
+func TestCompactionStopsAtTheLastStableOffset(t *testing.T) {
+	tc := startCluster(t, nil)
+	leader := tc.server(0)
+	p, ok := leader.Replicas.Partition(tc.tp.Topic, tc.tp.Partition)
+	require.True(t, ok)
+	cfg := p.Log.Config()
+	cfg.CleanupPolicy = commitlog.CleanupCompact
+	p.Log.SetConfig(cfg)
+	clean := func() {
+		t.Helper()
+		require.NoError(t, p.Log.Roll())
+		_, err := leader.Store().CleanPartition(tc.tp)
+		require.NoError(t, err)
+	}
+	pid, epoch := tc.initProducerID(0)
+	require.Zero(t, tc.produceKeyed(-1, -1, 0, false, "k", "old", "x", "x1"))
+	require.Zero(t, tc.produceKeyed(pid, epoch, 0, true, "k", "aborted"))
+	require.Zero(t, tc.produceKeyed(-1, -1, 0, false, "x", "x2"))
+	clean() // the transaction is open: nothing at or after its first offset counts
+	require.Zero(t, tc.writeMarker(0, pid, epoch, false, 0))
+	clean()
+	require.Eventually(t, func() bool { return tc.listLatest(1) == tc.logEnd(0) }, 10*time.Second, 10*time.Millisecond)
+	got := tc.readIsolated(kgo.ReadCommitted(), tc.logEnd(0))
+	require.Contains(t, got, "old", "the committed value of k stays")
+	require.NotContains(t, got, "aborted")
+	require.Contains(t, got, "x2")
 }

@@ -3,6 +3,7 @@ package server
 import (
 	"log/slog"
 	"path/filepath"
+	"sync/atomic"
 	"time"
 
 	"github.com/kafkaworkbook/workbook/stage01-log/commitlog"
@@ -68,6 +69,9 @@ type Server struct {
 	ids       *producer.Allocator
 	// txnCompleted is Options.TxnCompleted.
 	txnCompleted func(topic string, partition int32, m record.Marker)
+	// built is set once New has set every field: cleanLimit, called from
+	// the logs' cleaner goroutine, reads nothing before.
+	built atomic.Bool
 }
 
 // New builds a server; nothing listens until Start.
@@ -81,7 +85,7 @@ func New(cfg Config, opts Options) (*Server, error) {
 		DeleteRecords: purgatory.New[commitlog.TopicPartition]("DeleteRecords", purgatory.Options{})}
 	l := &listener{stateChanged: opts.StateChanged}
 	base, err := server.New(cfg.Config, server.Options{Logger: opts.Logger, PerListener: opts.PerListener, Quorum: isr.Quorum{}, Listener: l, LagTimeMax: cfg.LagTimeMax,
-		ClusterID: opts.ClusterID})
+		ClusterID: opts.ClusterID, CleanLimit: s.cleanLimit})
 	if err != nil {
 		s.Produces.Shutdown()
 		s.Fetches.Shutdown()
@@ -102,6 +106,7 @@ func New(cfg Config, opts Options) (*Server, error) {
 		opts.ProducerIDs = producer.FileNode{Path: filepath.Join(cfg.Broker.LogDir, "producer-id-block")}
 	}
 	s.ids = producer.NewAllocator(cfg.Replica.BrokerID, opts.ProducerIDs)
+	s.built.Store(true)
 	s.Register(s.produceAPI())
 	s.Register(s.initProducerIDAPI())
 	s.Register(s.deleteRecordsAPI())

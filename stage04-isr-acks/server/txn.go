@@ -43,6 +43,27 @@ func (s *Server) LastStableOffset(p *replica.Partition) (int64, error) {
 	return st.LastStableOffset(p.HighWatermark()), nil
 }
 
+// cleanLimit is where the log cleaner stops in a partition (stage 03's
+// Options.CleanLimit): its last stable offset, below the high watermark
+// hw. A record of a transaction not yet decided must not shadow an older
+// value of its key: the transaction may still abort, and the cleaner would
+// have removed the value that stays. A partition this broker does not
+// hold, or whose producer state cannot be built, is not cleaned.
+func (s *Server) cleanLimit(tp commitlog.TopicPartition, l *commitlog.Log, hw int64) int64 {
+	if !s.built.Load() { // the logs' cleaner may start before New has finished
+		return l.StartOffset()
+	}
+	p, ok := s.Replicas.Partition(tp.Topic, tp.Partition)
+	if !ok || p.Log != l {
+		return l.StartOffset()
+	}
+	st, _, err := s.producers.get(p)
+	if err != nil {
+		return l.StartOffset()
+	}
+	return min(hw, st.LastStableOffset(hw))
+}
+
 // txnFetchSource is stage 03's replica-aware fetch source with
 // read_committed reads (broker.CommittedFetchSource).
 type txnFetchSource struct {
