@@ -22,6 +22,19 @@
 // not as an error. Two consumers in a consumer group read the topic from
 // the start and note every value they are given.
 //
+// Beside it, two franz-go producers with a transactional.id each
+// (KIP-98) write to a topic of their own (three partitions, the same
+// replication), ten transactions a second each, of four records over the
+// partitions ("w1-000042-3": writer, transaction, record). Every fourth
+// transaction is aborted on purpose. The ledger keeps every transaction
+// with its values and what the writer knows of its end: committed
+// (EndTxn(commit) answered), aborted (never asked to commit: on purpose,
+// or after a produce failed) or unknown (the commit returned an error:
+// the coordinator may have decided either way). A transaction that went
+// wrong leaves its client behind: the next begins with a new client,
+// whose InitProducerId fences the old epoch and has the coordinator
+// finish what it left open.
+//
 // # The nemesis
 //
 // Each fault is chosen against one partition and its current leader: kill
@@ -69,6 +82,14 @@
 //   - the consumer group must have delivered every acknowledged record
 //     (deliveries beyond the first are counted, not failed: a group
 //     delivers at least once across rebalances);
+//   - the transactional topic must become stable (every partition's last
+//     stable offset, ListOffsets read_committed, equal to its high
+//     watermark: every transaction has its markers) within 90 s; then a
+//     fresh read_committed consumer reads it to that offset, and
+//     Jepsen's checks hold: no aborted read (no value of an aborted
+//     transaction), no lost write (every value of a committed one), no
+//     duplicate, and atomicity (each transaction read whole or not at
+//     all, the unknown ones too);
 //   - every partition's replicas must hold the same batches, byte for
 //     byte, up to the high watermark: each broker's segment files are read
 //     from its data volume (<cluster>-broker-<id>-data, log.dirs

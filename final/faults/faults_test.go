@@ -75,8 +75,10 @@ func finish(t *testing.T, rep *faults.Report, path string) {
 // killed, the controller killed, a leader frozen past its session, a
 // leader's controlled shutdown and a full-cluster restart, one after
 // another, each healed: nothing acknowledged is lost, duplicated or
-// reordered, the group delivers every acknowledged record, and every
-// replica holds the same batches.
+// reordered, the group delivers every acknowledged record, every
+// replica holds the same batches, and the transactional writers' topic,
+// read read_committed, holds every committed transaction whole and no
+// aborted one.
 func TestFaultsShort(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 12*time.Minute)
 	defer cancel()
@@ -95,8 +97,9 @@ func TestFaultsShort(t *testing.T) {
 // TestFaultsRandom is `make faults`: faults drawn at random with a seed
 // (FAULTS_SEED, printed; a new one each run if unset), FAULTS_COUNT of
 // them or as many as fit in FAULTS_DURATION (default 10m), optionally
-// only the kinds in FAULTS_KINDS. The report is saved to FAULTS_REPORT,
-// else report-<seed>.md here. Skipped unless FAULTS_LONG is set: it is
+// only the kinds in FAULTS_KINDS; FAULTS_TXN=0 leaves the transactional
+// workload out. The report is saved to FAULTS_REPORT, else
+// report-<seed>.md here. Skipped unless FAULTS_LONG is set: it is
 // not part of `make test`.
 func TestFaultsRandom(t *testing.T) {
 	if os.Getenv("FAULTS_LONG") == "" {
@@ -122,6 +125,7 @@ func TestFaultsRandom(t *testing.T) {
 		require.NoError(t, err)
 	}
 	cfg.Kinds = only
+	cfg.Txn.Off = os.Getenv("FAULTS_TXN") == "0"
 	cmd := fmt.Sprintf("make faults SEED=%d", seed)
 	if cfg.Count > 0 {
 		cmd += fmt.Sprintf(" FAULTS=%d", cfg.Count)

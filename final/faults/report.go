@@ -40,6 +40,9 @@ type Report struct {
 
 	Replicas []ReplicaComparison
 
+	// Txn is the transactional workload's result (nil when it did not run).
+	Txn *TxnReport
+
 	// Failed lists every check that failed; empty means the run passed.
 	Failed []string
 }
@@ -134,6 +137,10 @@ func (r *Report) WriteTo(w io.Writer) (int64, error) {
 	fmt.Fprintf(&b, "Consumer group: %d acknowledged records never delivered; %d redeliveries (at least once across rebalances).\n",
 		r.GroupMissing, r.GroupRedelivered)
 
+	if r.Txn != nil {
+		r.Txn.writeTo(&b)
+	}
+
 	b.WriteString("\n### Replicas\n\n")
 	b.WriteString("Each partition's batches below the high watermark, read from each replica's segment files on its data volume, compared by SHA-256 of every byte.\n\n")
 	b.WriteString("| partition | high watermark | batches | replicas | identical |\n|---|---|---|---|---|\n")
@@ -149,12 +156,48 @@ func (r *Report) WriteTo(w io.Writer) (int64, error) {
 	if r.OK() {
 		b.WriteString("Every acknowledged record was read back once, at the offset it was acknowledged at, in its producer's order; ")
 		b.WriteString("the group delivered every one; every replica holds the same batches.\n")
+		if r.Txn != nil {
+			b.WriteString("A read_committed consumer read no aborted transaction's record, every committed one's, each once, and every transaction whole or not at all.\n")
+		}
 	}
 	for _, f := range r.Failed {
 		fmt.Fprintf(&b, "- %s\n", f)
 	}
 	n, err := io.WriteString(w, b.String())
 	return int64(n), err
+}
+
+// writeTo writes the transactions' section of the report.
+func (t *TxnReport) writeTo(b *strings.Builder) {
+	v := t.Verdict
+	b.WriteString("\n### Transactions\n\n")
+	fmt.Fprintf(b, "%d franz-go producers with a transactional.id each wrote to topic %s (%d partitions, replication factor 3, min.insync.replicas=2), ", t.Writers, t.Topic, t.Partitions)
+	b.WriteString("a few records per transaction over several partitions, aborting some on purpose. ")
+	b.WriteString("*Committed*: EndTxn(commit) acknowledged; *aborted*: the writer never asked to commit; ")
+	b.WriteString("*unknown*: the commit returned an error. After the faults, once every partition's last stable offset reached its high watermark, ")
+	b.WriteString("a consumer read the topic with isolation_level=read_committed.\n\n")
+	b.WriteString("| committed | aborted | unknown (read whole / not read) | values | read | aborted read | lost | duplicated | read in part | unexpected |\n")
+	b.WriteString("|---|---|---|---|---|---|---|---|---|---|\n")
+	fmt.Fprintf(b, "| %d | %d | %d (%d / %d) | %d | %d | %d | %d | %d | %d | %d |\n\n", v.Committed, v.Aborted, v.Unknown,
+		v.UnknownCommitted, v.UnknownAborted, v.Values, v.Read, len(v.AbortedRead), len(v.Lost), len(v.Duplicated), len(v.Partial), len(v.Unexpected))
+	for _, e := range slices.Sorted(maps.Keys(t.Errors)) {
+		fmt.Fprintf(b, "- writer error: %d × %s\n", t.Errors[e], escape(e))
+	}
+	if t.Unstable != "" {
+		fmt.Fprintf(b, "- **unstable**: %s\n", escape(t.Unstable))
+	}
+	for _, list := range []struct {
+		name string
+		vals []string
+	}{{"aborted read", v.AbortedRead}, {"lost", v.Lost}, {"duplicated", v.Duplicated}, {"read in part", v.Partial}, {"unexpected", v.Unexpected}} {
+		for i, s := range list.vals {
+			if i == 10 {
+				fmt.Fprintf(b, "- … %d more %s\n", len(list.vals)-10, list.name)
+				break
+			}
+			fmt.Fprintf(b, "- %s: %s\n", list.name, escape(s))
+		}
+	}
 }
 
 func escape(s string) string { return strings.ReplaceAll(s, "|", "\\|") }

@@ -30,6 +30,9 @@ type Config struct {
 	// Workload is the producers' and consumers' setup (Topic and
 	// Partitions are filled in).
 	Workload WorkloadConfig
+	// Txn is the transactional workload, run beside the other on a topic
+	// of its own (Topic, Logf and the defaults filled in).
+	Txn TxnConfig
 	// Hold is each fault's least duration (the nemesis's default if zero).
 	Hold time.Duration
 	// Progress is the period of the progress line (default 10 s).
@@ -72,6 +75,21 @@ func Run(ctx context.Context, c *cluster.Cluster, cfg Config) (*Report, error) {
 	if err != nil {
 		return nil, fmt.Errorf("faults: create topic %s: %w", cfg.Topic, err)
 	}
+	if !cfg.Txn.Off {
+		if cfg.Txn.Topic == "" {
+			cfg.Txn.Topic = cfg.Topic + "-txn"
+		}
+		if cfg.Txn.Partitions == 0 {
+			cfg.Txn.Partitions = 3
+		}
+		res, err := adm.CreateTopic(ctx, int32(cfg.Txn.Partitions), 3, map[string]*string{"min.insync.replicas": &minISR}, cfg.Txn.Topic)
+		if err == nil {
+			err = res.Err
+		}
+		if err != nil {
+			return nil, fmt.Errorf("faults: create topic %s: %w", cfg.Txn.Topic, err)
+		}
+	}
 	if err := Healthy(ctx, c, 2*time.Minute); err != nil {
 		return nil, fmt.Errorf("faults: before the workload: %w", err)
 	}
@@ -87,6 +105,26 @@ func Run(ctx context.Context, c *cluster.Cluster, cfg Config) (*Report, error) {
 		return nil, fmt.Errorf("faults: the workload got no write acknowledged on some partition in 60 s (%s)", w.Progress())
 	}
 	logf("workload running: %s", w.Progress())
+	var tw *TxnWorkload
+	if !cfg.Txn.Off {
+		tcfg := cfg.Txn
+		tcfg.Logf = logf
+		tw = StartTxnWorkload(ctx, c, tcfg)
+		defer tw.Stop()
+		// The first InitProducerId creates __transaction_state (50
+		// partitions): the faults wait until its partitions have leaders,
+		// else the first fault would meet the topic's creation.
+		if !waitFor(ctx, 60*time.Second, func() bool { return tw.Committed() > 0 }) {
+			rep.fail("the transactional workload got no commit acknowledged in 60 s (%s)", tw.Progress())
+		} else if err := Healthy(ctx, c, 2*time.Minute); err != nil {
+			return nil, fmt.Errorf("faults: after the first transaction: %w", err)
+		}
+		logf("transactional workload running: %s", tw.Progress())
+	}
+	progress := w.Progress
+	if tw != nil {
+		progress = func() string { return w.Progress() + ", " + tw.Progress() }
+	}
 
 	var (
 		mu      sync.Mutex
@@ -112,7 +150,7 @@ func Run(ctx context.Context, c *cluster.Cluster, cfg Config) (*Report, error) {
 			mu.Lock()
 			cur := current
 			mu.Unlock()
-			logf("t=%-5s %6.0f acked/s | %s | %s", w.Since().Truncate(time.Second), rate, w.Progress(), cur)
+			logf("t=%-5s %6.0f acked/s | %s | %s", w.Since().Truncate(time.Second), rate, progress(), cur)
 		}
 	}()
 
@@ -156,11 +194,24 @@ func Run(ctx context.Context, c *cluster.Cluster, cfg Config) (*Report, error) {
 	setCurrent("stopping the producers")
 	stopCtx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	stopped := make(chan struct{})
-	go func() { w.StopProducing(); close(stopped) }()
+	go func() {
+		// The writers end the transactions they are in, each bounded by
+		// its timeouts, while the producers wait for their answers.
+		var txnStopped chan struct{}
+		if tw != nil {
+			txnStopped = make(chan struct{})
+			go func() { tw.Stop(); close(txnStopped) }()
+		}
+		w.StopProducing()
+		if tw != nil {
+			<-txnStopped
+		}
+		close(stopped)
+	}()
 	select {
 	case <-stopped:
 	case <-stopCtx.Done():
-		rep.fail("the producers still had unanswered records after 2 minutes (%s)", w.Progress())
+		rep.fail("the producers still had unanswered records after 2 minutes (%s)", progress())
 	}
 	cancel()
 	close(stopProgress)
@@ -186,6 +237,10 @@ func Run(ctx context.Context, c *cluster.Cluster, cfg Config) (*Report, error) {
 	}
 	logf("read back %d records: %d acked, %d lost, %d duplicated, %d out of order", rep.Verdict.Read, rep.Verdict.Acked, len(rep.Verdict.Lost), len(rep.Verdict.Duplicated), len(rep.Verdict.OutOfOrder))
 
+	if tw != nil {
+		rep.Txn = checkTxns(ctx, c, tw, cfg.Txn, rep, logf)
+	}
+
 	// The group: every acknowledged record delivered, after a drain.
 	var missing int
 	waitFor(ctx, 2*time.Minute, func() bool {
@@ -208,6 +263,36 @@ func Run(ctx context.Context, c *cluster.Cluster, cfg Config) (*Report, error) {
 		}
 	}
 	return rep, nil
+}
+
+// checkTxns waits until the transactional topic is stable, reads it
+// read_committed and checks the writers' ledger against it.
+func checkTxns(ctx context.Context, c *cluster.Cluster, tw *TxnWorkload, cfg TxnConfig, rep *Report, logf func(string, ...any)) *TxnReport {
+	tr := &TxnReport{Topic: cfg.Topic, Partitions: cfg.Partitions, Writers: tw.cfg.Writers, Errors: tw.Errors()}
+	start := time.Now()
+	ledger := tw.Ledger()
+	// A writer's client replaced while a transaction was open leaves it to
+	// the coordinator's timeout (20 s) and its next check (10 s).
+	stable, err := WaitStable(ctx, c, cfg.Topic, 90*time.Second)
+	if err != nil {
+		tr.Unstable = err.Error()
+		rep.fail("transactions: %s: %v", cfg.Topic, err)
+	}
+	if stable == nil {
+		return tr
+	}
+	read, err := ReadCommitted(ctx, c, cfg.Topic, stable, 3*time.Minute)
+	if err != nil {
+		rep.fail("transactions: read back: %v", err)
+	}
+	tr.Verdict = CheckTxns(ledger, read)
+	if !tr.Verdict.OK() {
+		rep.fail("transactions: %s", tr.Verdict.Summary())
+	}
+	v := tr.Verdict
+	logf("read %d records read_committed in %v (stable and read): %d transactions committed, %d aborted, %d unknown (%d read whole, %d not at all); %s",
+		v.Read, time.Since(start).Truncate(time.Millisecond), v.Committed, v.Aborted, v.Unknown, v.UnknownCommitted, v.UnknownAborted, v.Summary())
+	return tr
 }
 
 // compareAll compares every partition's replicas, retrying a partition
