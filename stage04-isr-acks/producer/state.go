@@ -58,6 +58,9 @@ type Entry struct {
 	// LastTimestamp is the newest timestamp of its batches and markers:
 	// an idle producer expires by it.
 	LastTimestamp int64
+	// opening: TxnFirstOffset is a lower bound set by Opening, before the
+	// transaction's first batch is in the log.
+	opening bool
 }
 
 // LastSeq is the sequence of the producer's last record, or NoSequence.
@@ -190,8 +193,9 @@ func (s *State) Append(pid int64, epoch int16, b Batch) {
 	if epoch > e.Epoch {
 		e.Epoch, e.Batches = epoch, nil
 	}
-	if b.Transactional && e.TxnFirstOffset < 0 {
+	if b.Transactional && (e.TxnFirstOffset < 0 || e.opening) {
 		s.setTxn(e, b.FirstOffset)
+		e.opening = false
 	}
 	e.LastTimestamp = max(e.LastTimestamp, b.Timestamp)
 	e.Batches = append(e.Batches, b)

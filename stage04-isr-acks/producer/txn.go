@@ -70,6 +70,40 @@ func (s *State) CheckEpoch(pid int64, epoch int16) error {
 	return nil
 }
 
+// Opening holds the LSO at offset (the log end) for a transaction of pid
+// about to open with a batch being appended, before the append: the
+// append may move the high watermark at once (an ISR of the leader alone)
+// and wake a read_committed fetch before Append records the transaction,
+// which would then read the batch as stable. Append sets the real first
+// offset; undo, if the append failed, takes the bound back. Nothing
+// happens if pid has a transaction open.
+func (s *State) Opening(pid int64, epoch int16, offset int64) (undo func()) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	e, ok := s.producers[pid]
+	if ok && e.TxnFirstOffset >= 0 {
+		return func() {}
+	}
+	if !ok {
+		e = &Entry{ProducerID: pid, Epoch: epoch, TxnFirstOffset: -1, CoordinatorEpoch: -1}
+		s.producers[pid] = e
+	}
+	s.setTxn(e, offset)
+	e.opening = true
+	return func() {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if s.producers[pid] != e || !e.opening {
+			return
+		}
+		s.setTxn(e, -1)
+		e.opening = false
+		if !ok && len(e.Batches) == 0 {
+			delete(s.producers, pid)
+		}
+	}
+}
+
 // CheckMarker decides whether a leader may append a marker of this
 // producer epoch from a coordinator of this epoch (Kafka's
 // ProducerAppendInfo.appendEndTxnMarker): an older producer epoch is

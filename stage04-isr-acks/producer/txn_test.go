@@ -120,3 +120,23 @@ func TestAnOpenTransactionIsNotExpired(t *testing.T) {
 	_, ok := s.Entry(1)
 	require.True(t, ok)
 }
+
+// Opening holds the LSO at the log end before a transaction's first batch
+// is appended (a fetch woken by the append must not read it as stable);
+// the append sets the real first offset, a failed one takes the bound back.
+func TestOpeningHoldsTheLSOBeforeTheFirstBatchIsRecorded(t *testing.T) {
+	s := NewState()
+	undo := s.Opening(1, 0, 50)
+	require.Equal(t, int64(50), s.LastStableOffset(60), "held at the log end before the append")
+	undo()
+	require.Equal(t, int64(60), s.LastStableOffset(60), "the append failed")
+	_, ok := s.Entry(1)
+	require.False(t, ok, "nothing left of a producer Opening made")
+
+	s.Opening(1, 0, 50)
+	end := int64(52) // two plain records landed first
+	txnBatch(s, &end, 1, 0, 0, 1)
+	require.Equal(t, map[int64]int64{1: 52}, s.OpenTxns(), "the real first offset")
+	require.NotPanics(t, func() { s.Opening(1, 0, 99)() }, "open already: nothing to do or undo")
+	require.Equal(t, map[int64]int64{1: 52}, s.OpenTxns())
+}

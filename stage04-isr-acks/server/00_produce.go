@@ -144,7 +144,13 @@ func (a appender) appendPartition(base server.ReplicaAppender, part broker.Produ
 			part.Response.BaseOffset, part.Response.LogStartOffset = dup.FirstOffset, p.Log.StartOffset()
 			last, epoch = dup.LastOffset, p.Epochs.EpochForOffset(dup.LastOffset)
 		default:
-			if p, last, epoch = base.AppendPartition(part, minISR); p != nil {
+			undo := func() {}
+			if b.Transactional {
+				undo = st.Opening(h.ProducerID, h.ProducerEpoch, p.Log.EndOffset())
+			}
+			if p, last, epoch = base.AppendPartition(part, minISR); p == nil {
+				undo()
+			} else {
 				b.FirstOffset, b.LastOffset = part.Response.BaseOffset, last
 				st.Append(h.ProducerID, h.ProducerEpoch, b)
 				a.s.producers.recorded(pp)

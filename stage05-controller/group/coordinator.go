@@ -100,6 +100,16 @@ type ownership struct {
 	// (Kafka's CoordinatorRuntime: LOADING -> FAILED, and FAILED ->
 	// LOADING on a newer epoch).
 	failed bool
+	// decided are the transactions whose markers reached the partition
+	// while it loaded (CompleteTxn): the load, whose read may have ended
+	// before them, applies them as it installs the groups.
+	decided []decidedTxn
+}
+
+// decidedTxn is a transaction's marker: its producer and the decision.
+type decidedTxn struct {
+	pid    int64
+	commit bool
 }
 
 // Coordinator is the group coordinator of one broker: it serves the groups
@@ -387,6 +397,12 @@ func (c *Coordinator) install(p int32, o *ownership, found *loaded) (groups, off
 		c.mu.Unlock()
 		return 0, 0, false
 	}
+	for _, d := range o.decided {
+		for _, g := range built {
+			g.completeTxnLocked(d.pid, d.commit) // not visible yet: no lock needed
+		}
+	}
+	o.decided = nil
 	for _, g := range built {
 		c.groups[g.id] = g
 	}

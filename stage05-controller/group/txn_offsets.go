@@ -89,18 +89,31 @@ func (c *Coordinator) TxnOffsetCommit(req *kmsg.TxnOffsetCommitRequest, respond 
 		reply(g, respond, resp)
 		return
 	}
+	// Pending before the append, as Kafka's storeOffsets does: the
+	// transaction's marker may be acknowledged before this append's
+	// callback runs, and must find them. A failed append takes them back.
+	if g.txnOffsets == nil {
+		g.txnOffsets = map[int64]map[commitlog.TopicPartition]Offset{}
+	}
+	if g.txnOffsets[req.ProducerID] == nil {
+		g.txnOffsets[req.ProducerID] = map[commitlog.TopicPartition]Offset{}
+	}
+	for tp, o := range commits {
+		g.txnOffsets[req.ProducerID][tp] = o
+	}
 	batch := txnBatchOf(c.now(), req.ProducerID, req.ProducerEpoch, keys, values)
 	c.appendBatch(g, batch, func(code int16) {
-		if code == 0 {
+		if code != 0 {
 			g.lock()
-			if g.txnOffsets == nil {
-				g.txnOffsets = map[int64]map[commitlog.TopicPartition]Offset{}
-			}
-			if g.txnOffsets[req.ProducerID] == nil {
-				g.txnOffsets[req.ProducerID] = map[commitlog.TopicPartition]Offset{}
-			}
-			for tp, o := range commits {
-				g.txnOffsets[req.ProducerID][tp] = o
+			if offs := g.txnOffsets[req.ProducerID]; offs != nil {
+				for tp, o := range commits {
+					if offs[tp] == o {
+						delete(offs, tp)
+					}
+				}
+				if len(offs) == 0 {
+					delete(g.txnOffsets, req.ProducerID)
+				}
 			}
 			g.unlock()
 		}
@@ -150,23 +163,44 @@ func (g *Group) checkTxnCommit(req *kmsg.TxnOffsetCommitRequest) int16 {
 // committed in its transaction to the groups of partition p of
 // __consumer_offsets: the transaction's marker was written there (stage
 // 04's TxnCompleted; Kafka's onTransactionCompleted).
+//
+// A marker that comes while the partition loads is kept on its ownership
+// and applied by the load (install), whose read of the log may have
+// ended before the marker.
 func (c *Coordinator) CompleteTxn(p int32, pid int64, commit bool) {
-	groups, _ := c.snapshot()
+	c.mu.Lock()
+	if o := c.owned[p]; o != nil && o.loading {
+		o.decided = append(o.decided, decidedTxn{pid, commit})
+		c.mu.Unlock()
+		return
+	}
+	var groups []*Group
+	for _, g := range c.groups {
+		if g.partition == p {
+			groups = append(groups, g)
+		}
+	}
+	c.mu.Unlock()
 	for _, g := range groups {
-		if g.partition != p {
-			continue
-		}
 		g.lock()
-		if offs, ok := g.txnOffsets[pid]; ok {
-			if commit {
-				for tp, o := range offs {
-					g.offsets[tp] = o
-				}
-			}
-			delete(g.txnOffsets, pid)
-		}
+		g.completeTxnLocked(pid, commit)
 		g.unlock()
 	}
+}
+
+// completeTxnLocked applies or drops pid's pending offsets. Called with
+// the group's lock held (or on a group not yet visible).
+func (g *Group) completeTxnLocked(pid int64, commit bool) {
+	offs, ok := g.txnOffsets[pid]
+	if !ok {
+		return
+	}
+	if commit {
+		for tp, o := range offs {
+			g.offsets[tp] = o
+		}
+	}
+	delete(g.txnOffsets, pid)
 }
 
 // unstable reports whether a transaction has offsets pending for tp.

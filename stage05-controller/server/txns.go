@@ -296,9 +296,13 @@ func (ms *markerSender) Write(m record.Marker, parts []commitlog.TopicPartition,
 	for _, tp := range parts {
 		p, ok := ms.s.Metadata.Partitions(tp.Topic)[tp.Partition]
 		switch {
-		case !ok && ms.s.Metadata.Partitions(tp.Topic) == nil:
+		case !ok && ms.topicGone(tp.Topic):
 			codes[tp] = 0 // the topic was deleted: nothing to mark (Kafka drops it too)
 		case !ok || p.Leader < 0:
+			// Not in this broker's metadata yet (the controller sends
+			// LeaderAndIsr before UpdateMetadata: a coordinator elected at
+			// start-up loads before it knows the topics), or no leader:
+			// sent again after a backoff.
 			codes[tp] = kerr.NotLeaderForPartition.Code
 		default:
 			byLeader[p.Leader] = append(byLeader[p.Leader], tp)
@@ -320,6 +324,21 @@ func (ms *markerSender) Write(m record.Marker, parts []commitlog.TopicPartition,
 		wg.Wait()
 		done(codes)
 	}()
+}
+
+// topicGone reports whether a topic no longer exists, from ZooKeeper
+// (the metadata cache may simply not know it yet): a transaction's marker
+// for a deleted topic's partitions is not waited for.
+func (ms *markerSender) topicGone(topic string) bool {
+	exists, err := ms.s.ZK.TopicExists(topic)
+	if err != nil {
+		return false // ask again later
+	}
+	if !exists {
+		return true
+	}
+	deleting, err := ms.s.ZK.TopicQueuedForDeletion(topic)
+	return err == nil && deleting
 }
 
 // send asks one leader for m on tps and returns each partition's code; a

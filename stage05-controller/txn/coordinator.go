@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"math"
 	"slices"
 	"sync"
 	"time"
@@ -103,6 +104,10 @@ type entry struct {
 // transaction's markers before it answers CONCURRENT_TRANSACTIONS.
 const parkWait = time.Second
 
+// maxParked bounds the calls parked on one id: each holds a request and
+// its answer until the markers are written.
+const maxParked = 64
+
 // parkLocked holds retry until e's pending state clears, or answers
 // giveUp after parkWait. Kafka answers CONCURRENT_TRANSACTIONS at once,
 // and its clients retry after 20 ms (franz-go, Java's producer): a
@@ -111,6 +116,10 @@ const parkWait = time.Second
 // Waiting here, within the request's timeout, changes no outcome: the
 // answer is the one the retry would get.
 func (c *Coordinator) parkLocked(e *entry, retry func(), giveUp func()) {
+	if len(e.waiting) >= maxParked { // a client retrying in a loop: no more to hold
+		go giveUp()
+		return
+	}
 	var once sync.Once
 	run := func(f func()) func() { return func() { once.Do(f) } }
 	e.waiting = append(e.waiting, run(retry))
@@ -691,7 +700,7 @@ func (c *Coordinator) sendMarkers(e *entry, o *ownership, m record.Marker, parts
 			case kerr.InvalidProducerEpoch.Code, kerr.TransactionCoordinatorFenced.Code:
 				// A newer coordinator or producer epoch wrote there: this
 				// coordinator is stale. Stop; the new one completes it.
-				c.logger.Warn("a marker was refused as fenced; leaving the transaction to a newer coordinator",
+				c.logger.Warn("a marker was refused as fenced; leaving the transaction to a newer coordinator (it stays pending here until this broker resigns the partition)",
 					"transactional_id", e.ID, "partition", tp, "code", code)
 				return
 			default:
@@ -731,8 +740,8 @@ func (c *Coordinator) finish(e *entry, o *ownership, to State) {
 	next := e.Metadata
 	next.State, next.Partitions, next.Updated = to, nil, c.now().UnixMilli()
 	write := c.writeLocked(e, o, next, func(code int16) {
-		if code == 0 || code == codeNotCoordinator {
-			return
+		if code == 0 || c.owned[e.partition] != o || c.txns[e.ID] != e {
+			return // written, or the partition changed hands: its new leader completes it
 		}
 		e.pending = &to // the markers are written: only the record is left
 		time.AfterFunc(c.cfg.MarkerRetryBackoff, func() {
@@ -757,7 +766,7 @@ func (c *Coordinator) AbortTimedOut() {
 	now := c.now().UnixMilli()
 	for _, e := range c.txns {
 		o, code := c.ownerLocked(e.partition)
-		if code != 0 || e.pending != nil || e.State != Ongoing || now-e.Start < e.Timeout.Milliseconds() || e.Epoch >= maxEpoch {
+		if code != 0 || e.pending != nil || e.State != Ongoing || now-e.Start < e.Timeout.Milliseconds() || e.Epoch == math.MaxInt16 {
 			continue
 		}
 		c.logger.Info("aborting a transaction that timed out", "transactional_id", e.ID, "producer_id", e.ProducerID,

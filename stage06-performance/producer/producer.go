@@ -170,6 +170,10 @@ func (p *Producer) Produce(ctx context.Context, r *Record, cb func(*Record, erro
 	}
 	r.Partition = part.index
 	if p.cfg.TransactionalID != "" {
+		if !p.txn.gate.TryRLock() { // a Commit or Abort is flushing: too late for this transaction
+			return ErrTransactionEnding
+		}
+		defer p.txn.gate.RUnlock()
 		if err := p.addToTxn(ctx, part); err != nil {
 			return err
 		}

@@ -33,7 +33,9 @@ import (
 // one adds a partition from the Produce that first writes to it, which
 // waits one round trip to the coordinator: Produce from a callback to a
 // partition not yet in the transaction would wait on the goroutine that
-// reads the answer, so a callback must not do it.
+// reads the answer, so a callback must not do it. A Produce while Commit
+// or Abort flushes answers ErrTransactionEnding (Java: "cannot send in
+// state COMMITTING_TRANSACTION").
 //
 // A record that fails inside a transaction makes it abortable: Commit
 // answers ErrAbortableTransaction and the application aborts. A newer
@@ -47,12 +49,19 @@ var (
 	ErrTransactionOpen      = errors.New("producer: a transaction is already open")
 	ErrAbortableTransaction = errors.New("producer: the transaction cannot commit: abort it")
 	ErrFenced               = errors.New("producer: fenced by a newer producer with the same transactional.id")
+	ErrTransactionEnding    = errors.New("producer: the transaction is being committed or aborted")
 )
 
 // txnState is the producer's transaction. Its mutex serializes the
 // transactional calls and the adding of partitions; it is never taken by
 // the senders or the callbacks' goroutines.
 type txnState struct {
+	// gate is held for reading by a Produce from adding its partition to
+	// the transaction to appending its record, and for writing by Commit
+	// and Abort from their flush to their end: a record cannot land in
+	// the log after its transaction's marker (it would open a transaction
+	// nothing closes). Taken before mu.
+	gate    sync.RWMutex
 	mu      sync.Mutex
 	open    atomic.Bool    // between Begin and Commit or Abort; read by the senders
 	added   map[tpKey]bool // partitions in the open transaction. Protected by mu.
@@ -232,6 +241,8 @@ func (p *Producer) CommitTransaction(ctx context.Context) error { return p.endTx
 func (p *Producer) AbortTransaction(ctx context.Context) error { return p.endTxn(ctx, false) }
 
 func (p *Producer) endTxn(ctx context.Context, commit bool) error {
+	p.txn.gate.Lock()
+	defer p.txn.gate.Unlock()
 	p.txn.mu.Lock()
 	defer p.txn.mu.Unlock()
 	if err := p.transactional(); err != nil {
@@ -251,19 +262,27 @@ func (p *Producer) endTxn(ctx context.Context, commit bool) error {
 	}
 	if len(p.txn.added) > 0 || p.txn.offsets {
 		id, err := p.currentID()
-		if err != nil { // the id was lost in this transaction: a new epoch aborts it
+		if err != nil { // the id was lost in this transaction
 			if commit {
 				return fmt.Errorf("%w: %w", ErrAbortableTransaction, err)
 			}
-		} else {
-			_, err = p.coordinatorRequest(ctx, func() (kmsg.Request, func(kmsg.Response) error) {
-				req := kmsg.NewPtrEndTxnRequest()
-				req.TransactionalID, req.ProducerID, req.ProducerEpoch, req.Commit = p.cfg.TransactionalID, id.id, id.epoch, commit
-				return req, func(resp kmsg.Response) error { return kerr.ErrorForCode(resp.(*kmsg.EndTxnResponse).ErrorCode) }
-			})
-			if err != nil {
-				return p.txnErr(fmt.Errorf("producer: ending the transaction: %w", err))
-			}
+			// Abort with the id and epoch the transaction was written
+			// under, as Java's producer does: the coordinator does not
+			// care about lost sequences. The InitProducerId that follows
+			// then bumps the epoch of a decided transaction; sent first,
+			// it would find the transaction open, fence it, and answer the
+			// retry PRODUCER_FENCED.
+			p.idMu.Lock()
+			id = p.prevID
+			p.idMu.Unlock()
+		}
+		_, err = p.coordinatorRequest(ctx, func() (kmsg.Request, func(kmsg.Response) error) {
+			req := kmsg.NewPtrEndTxnRequest()
+			req.TransactionalID, req.ProducerID, req.ProducerEpoch, req.Commit = p.cfg.TransactionalID, id.id, id.epoch, commit
+			return req, func(resp kmsg.Response) error { return kerr.ErrorForCode(resp.(*kmsg.EndTxnResponse).ErrorCode) }
+		})
+		if err != nil {
+			return p.txnErr(fmt.Errorf("producer: ending the transaction: %w", err))
 		}
 	}
 	p.txn.added, p.txn.offsets = nil, false
