@@ -51,8 +51,8 @@ var Ignored = map[string]string{
 	"zookeeper.session.timeout.ms":             "stage 05",
 	"num.recovery.threads.per.data.dir":        "recovery runs on one goroutine per log directory",
 	"offsets.topic.replication.factor":         "stage 05 (consumer groups)",
-	"transaction.state.log.replication.factor": "not built (transactions)",
-	"transaction.state.log.min.isr":            "not built (transactions)",
+	"transaction.state.log.replication.factor": "stage 05 (transactions)",
+	"transaction.state.log.min.isr":            "stage 05 (transactions)",
 	"group.initial.rebalance.delay.ms":         "stage 05 (consumer groups)",
 	"delete.topic.enable":                      "topics can always be deleted",
 }

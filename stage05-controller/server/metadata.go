@@ -8,6 +8,7 @@ import (
 
 	"github.com/kafkaworkbook/workbook/stage02-reactor/broker"
 	"github.com/kafkaworkbook/workbook/stage05-controller/group"
+	"github.com/kafkaworkbook/workbook/stage05-controller/txn"
 )
 
 // Metadata (key 3): stage 03's answer from the metadata cache, completed
@@ -28,8 +29,8 @@ import (
 // As in Kafka, only Metadata (and FindCoordinator, for
 // __consumer_offsets) creates topics: a Produce for an unknown topic is
 // answered UNKNOWN_TOPIC_OR_PARTITION, and producers ask Metadata first.
-// __consumer_offsets named in Metadata is created as FindCoordinator
-// creates it; __transaction_state is not (transactions are not built).
+// __consumer_offsets and __transaction_state named in Metadata are created
+// as FindCoordinator creates them.
 func (s *Server) metadataAPI() broker.API {
 	i := slices.IndexFunc(s.APIs(), func(a broker.API) bool { return a.Key == 3 })
 	api := s.APIs()[i] // stage 03's versions
@@ -67,8 +68,12 @@ func (s *Server) autoCreateTopic(name string) int16 {
 			return kerr.UnknownTopicOrPartition.Code
 		}
 		return kerr.LeaderNotAvailable.Code
-	case "__transaction_state":
-		return kerr.UnknownTopicOrPartition.Code
+	case txn.Topic:
+		if err := s.createTxnTopic(); err != nil {
+			s.logger.Info("Metadata could not create the transaction state topic", "topic", name, "err", err)
+			return kerr.UnknownTopicOrPartition.Code
+		}
+		return kerr.LeaderNotAvailable.Code
 	}
 	t := kmsg.NewCreateTopicsRequestTopic()
 	t.Topic, t.NumPartitions, t.ReplicationFactor = name, -1, -1
