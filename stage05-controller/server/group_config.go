@@ -34,12 +34,7 @@ var groupKeys = []string{KeyOffsetsTopicPartitions, KeyOffsetsTopicReplicationFa
 func parseGroupConfig(props map[string]string, cfg *Config) error {
 	cfg.Group, cfg.OffsetsReplicationFactor, cfg.OffsetsSegmentBytes = group.DefaultConfig(), 3, 100<<20
 	cfg.Group.MaxRecordBytes = int(cfg.Broker.MessageMaxBytes)
-	ms := func(d *time.Duration) func(int64) { return func(v int64) { *d = time.Duration(v) * time.Millisecond } }
-	for _, k := range []struct {
-		key string
-		min int64
-		set func(int64)
-	}{
+	return parseIntKeys(props, []intKey{
 		{KeyOffsetsTopicPartitions, 1, func(v int64) { cfg.Group.Partitions = int32(min(v, 1<<31-1)) }},
 		{KeyOffsetsTopicReplicationFactor, 1, func(v int64) { cfg.OffsetsReplicationFactor = int(min(v, 1<<15-1)) }},
 		{KeyOffsetsTopicSegmentBytes, 1, func(v int64) { cfg.OffsetsSegmentBytes = v }},
@@ -52,7 +47,21 @@ func parseGroupConfig(props map[string]string, cfg *Config) error {
 		{KeyGroupMaxSize, 1, func(v int64) { cfg.Group.MaxSize = int(min(v, 1<<31-1)) }},
 		{KeyOffsetsRetention, 1, ms(&cfg.Group.OffsetsRetention)},
 		{KeyOffsetsRetentionCheck, 1, ms(&cfg.Group.OffsetsRetentionCheck)},
-	} {
+	})
+}
+
+// intKey is an integer key of a coordinator: its least value and where
+// it goes.
+type intKey struct {
+	key string
+	min int64
+	set func(int64)
+}
+
+// parseIntKeys sets each key present in props, refusing a bad value with
+// the key's name.
+func parseIntKeys(props map[string]string, keys []intKey) error {
+	for _, k := range keys {
 		if raw, ok := props[k.key]; ok {
 			v, err := parseInt(k.key, raw, k.min)
 			if err != nil {
@@ -62,4 +71,9 @@ func parseGroupConfig(props map[string]string, cfg *Config) error {
 		}
 	}
 	return nil
+}
+
+// ms sets a duration from a count of milliseconds.
+func ms(d *time.Duration) func(int64) {
+	return func(v int64) { *d = time.Duration(v) * time.Millisecond }
 }

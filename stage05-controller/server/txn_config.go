@@ -1,10 +1,6 @@
 package server
 
-import (
-	"time"
-
-	"github.com/kafkaworkbook/workbook/stage05-controller/txn"
-)
+import "github.com/kafkaworkbook/workbook/stage05-controller/txn"
 
 // The transaction coordinator's keys, with Kafka's names and defaults
 // (txn.DefaultConfig).
@@ -26,12 +22,7 @@ var txnKeys = []string{KeyTxnTopicPartitions, KeyTxnTopicReplicationFactor, KeyT
 // parseTxnConfig reads the transaction coordinator's keys into cfg.
 func parseTxnConfig(props map[string]string, cfg *Config) error {
 	cfg.Txn, cfg.TxnReplicationFactor, cfg.TxnMinISR, cfg.TxnSegmentBytes = txn.DefaultConfig(), 3, 2, 100<<20
-	ms := func(d *time.Duration) func(int64) { return func(v int64) { *d = time.Duration(v) * time.Millisecond } }
-	for _, k := range []struct {
-		key string
-		min int64
-		set func(int64)
-	}{
+	return parseIntKeys(props, []intKey{
 		{KeyTxnTopicPartitions, 1, func(v int64) { cfg.Txn.Partitions = int32(min(v, 1<<31-1)) }},
 		{KeyTxnTopicReplicationFactor, 1, func(v int64) { cfg.TxnReplicationFactor = int(min(v, 1<<15-1)) }},
 		{KeyTxnTopicMinISR, 1, func(v int64) { cfg.TxnMinISR = int(min(v, 1<<15-1)) }},
@@ -41,14 +32,5 @@ func parseTxnConfig(props map[string]string, cfg *Config) error {
 		{KeyTxnAbortCheck, 1, ms(&cfg.Txn.AbortCheck)},
 		{KeyTxnIDExpiration, 1, ms(&cfg.Txn.IDExpiration)},
 		{KeyTxnIDExpirationCheck, 1, ms(&cfg.Txn.IDExpirationCheck)},
-	} {
-		if raw, ok := props[k.key]; ok {
-			v, err := parseInt(k.key, raw, k.min)
-			if err != nil {
-				return err
-			}
-			k.set(v)
-		}
-	}
-	return nil
+	})
 }
