@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -237,8 +238,10 @@ func TestGroupTransactSessionIsExactlyOnceAcrossABrokerKill(t *testing.T) {
 
 	stop := make(chan struct{})
 	errs := make(chan error, 2)
+	var workers sync.WaitGroup
+	t.Cleanup(func() { cancel(); workers.Wait() }) // no worker logs after the test ends
 	for w := range 2 {
-		go func() { errs <- runETL(ctx, c, fmt.Sprintf("etl-worker-%d", w), stop) }()
+		workers.Go(func() { errs <- runETL(ctx, c, fmt.Sprintf("etl-worker-%d", w), stop, t.Logf) })
 	}
 	adm := kadm.NewClient(client(t, c))
 	committedOut := func() int64 {
@@ -302,28 +305,53 @@ func TestGroupTransactSessionIsExactlyOnceAcrossABrokerKill(t *testing.T) {
 	require.Empty(t, got, "nothing else")
 }
 
-// runETL is one consume-transform-produce worker, until stop.
-func runETL(ctx context.Context, c *brokertest.Cluster, id string, stop <-chan struct{}) error {
+// runETL is one consume-transform-produce worker, until stop. A
+// transaction whose End fails (its EndTxn went to the broker just
+// killed, say) has an outcome the client cannot know: franz-go would
+// abort it by bumping the epoch and rewind to the offsets it remembers,
+// which are stale if the commit did land. The worker does what Kafka's
+// documentation asks of an application after such an error: close the
+// session and start a new one with the same transactional.id. The new
+// InitProducerId settles the old transaction (completes or aborts it,
+// fencing the old producer), and the rejoined member reads the group's
+// committed offsets from the coordinator (require_stable waits for the
+// outcome), so nothing is lost and nothing repeated.
+func runETL(ctx context.Context, c *brokertest.Cluster, id string, stop <-chan struct{}, logf func(string, ...any)) error {
+	for restarts := 0; ; restarts++ {
+		done, err := runETLSession(ctx, c, id, stop)
+		if done || ctx.Err() != nil {
+			return err
+		}
+		if restarts == 10 {
+			return fmt.Errorf("%s: restarted 10 times, last: %w", id, err)
+		}
+		logf("%s: %v; a new session", id, err)
+	}
+}
+
+// runETLSession runs one GroupTransactSession: done once stop is closed,
+// or the error that ended the session.
+func runETLSession(ctx context.Context, c *brokertest.Cluster, id string, stop <-chan struct{}) (done bool, err error) {
 	sess, err := kgo.NewGroupTransactSession(kgo.SeedBrokers(c.Addrs()...), kgo.TransactionalID(id),
 		kgo.TransactionTimeout(10*time.Second), kgo.ConsumerGroup("etl"), kgo.ConsumeTopics("etl-in"),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.RequireStableFetchOffsets(), kgo.FetchMaxWait(200*time.Millisecond),
 		kgo.RetryBackoffFn(func(int) time.Duration { return 50 * time.Millisecond }), kgo.MetadataMinAge(100*time.Millisecond),
 		kgo.SessionTimeout(6*time.Second), kgo.HeartbeatInterval(500*time.Millisecond))
 	if err != nil {
-		return err
+		return true, err
 	}
 	defer sess.Close()
 	for {
 		select {
 		case <-stop:
-			return nil
+			return true, nil
 		default:
 		}
 		pctx, cancel := context.WithTimeout(ctx, time.Second)
 		fs := sess.PollFetches(pctx)
 		cancel()
 		if ctx.Err() != nil {
-			return ctx.Err()
+			return true, ctx.Err()
 		}
 		var recs []*kgo.Record
 		fs.EachRecord(func(r *kgo.Record) {
@@ -333,13 +361,13 @@ func runETL(ctx context.Context, c *brokertest.Cluster, id string, stop <-chan s
 			continue
 		}
 		if err := sess.Begin(); err != nil {
-			return fmt.Errorf("%s: begin: %w", id, err)
+			return false, fmt.Errorf("begin: %w", err)
 		}
 		for _, r := range recs {
 			sess.Produce(ctx, r, nil) // a failure makes End abort
 		}
-		if _, err := sess.End(ctx, kgo.TryCommit); err != nil && ctx.Err() != nil {
-			return fmt.Errorf("%s: end: %w", id, err)
+		if _, err := sess.End(ctx, kgo.TryCommit); err != nil {
+			return false, fmt.Errorf("end: %w", err)
 		}
 	}
 }
