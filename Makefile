@@ -15,7 +15,7 @@ TESTFLAGS ?= -race -count=1 -timeout 15m
 BENCHFLAGS ?= -run '^$$' -benchmem -count=1
 
 .PHONY: help run run-stage03 cluster cluster-down test lint vet fmt mod bench bench-cluster fuzz faults soak images deps-test deps-kcat deps-images deps-compose $(MODULES:%=test-%) \
-	exercises check exercises-verify \
+	exercises check exercises-verify hint solution exercise-stats doctor \
 	stage01 stage02 stage03 stage04 stage05 stage06 final
 
 help:
@@ -32,8 +32,11 @@ help:
 	@echo "make faults    the long randomized fault suite (SEED=, FAULTS= or DURATION=, KINDS=)"
 	@echo "make soak      stage 04's soak: leader churn, ISR changes, long polls, idempotent produce (SOAK_DURATION=10m)"
 	@echo "make images    build the container images (ZooKeeper, brokers)"
-	@echo "make exercises DIR=../my-workbook STAGES=01   a learner's copy: those stages' exercises blank"
-	@echo "make check STAGE=01   in a learner's copy: which of the stage's exercises pass (no STAGE: every stage)"
+	@echo "make doctor    checks Go, git, kcat, Docker and the images, and says what to install"
+	@echo "make exercises DIR=../my-workbook STAGES=01 [TRACK=build] [FROM=../old-copy]"
+	@echo "               a learner's copy: those stages' tasks blank (fill track: exercises; build track: whole functions)"
+	@echo "make check STAGE=01 | EX=01.3   in a learner's copy: which tasks pass (no STAGE: every stage)"
+	@echo "make hint EX=01.3 [LEVEL=2]     a task's hints, level 1 to 3;  make solution EX=01.3: the reference's code"
 
 # The final cluster in containers (final/cmd/cluster demo): 3 ZooKeeper
 # servers, 3 brokers, Prometheus; a producer and a consumer through the kill
@@ -122,7 +125,7 @@ fmt:
 # with the portable server there), so that Linux CI keeps a Mac reader's
 # `make stageNN` working.
 #
-# And a layering rule (STYLE.md): the replica package, a domain package,
+# And a layering rule (the stages' layering, chapter 3): the replica package, a domain package,
 # must not import stage 02's broker, an assembly package that also builds
 # the network server; the partition store lives in a package both use.
 vet:
@@ -134,22 +137,42 @@ vet:
 		fi; \
 	fi
 
-# Exercise mode (tools/exercises, chapter sections "Your turn"): a
-# learner's copy of the workbook in which the chosen stages' exercises are
-# blank (each panics with its name) and everything else is solved; the
-# stages' own tests grade it. exercises-verify is the check `make test`
-# runs on the reference: every exercise's tests pass, each exercise blanked
-# alone fails one of them, and each stage with all its exercises blanked
-# compiles. In a learner's copy (.exercises.json) it points to make check.
+# Exercise mode (tools/exercises; docs/09-tools.md): a learner's copy of
+# the workbook in which the chosen stages' tasks are blank (each panics with
+# its name) and everything else is solved; the stages' own tests grade it.
+# Two tracks: fill (the chapters' "Your turn" exercises, a few statements
+# each) and build (the "Build it" tasks, whole functions behind their
+# signatures, and the exercises outside them). The copy is a git repository
+# whose first commit is the baseline; FROM= brings a learner's earlier copy's
+# work along. exercises-verify is the check `make test` runs on the
+# reference: every task's tests pass, each task blanked alone fails one of
+# them, and each stage with all its tasks blanked compiles, on both tracks.
+# In a learner's copy (.exercises.json) it points to make check.
 DIR ?=
 STAGES ?=
 STAGE ?=
+TRACK ?=
+FROM ?=
+EX ?=
+LEVEL ?= 1
 exercises:
-	@if [ -z "$(DIR)" ]; then echo "make exercises DIR=../my-workbook [STAGES=01,02]: DIR is the learner's copy to write (new or empty)"; exit 2; fi
-	$(GO) run ./tools/exercises write -dir $(DIR) $(if $(STAGES),-stages $(STAGES))
+	@if [ -z "$(DIR)" ]; then echo "make exercises DIR=../my-workbook [STAGES=01,02] [TRACK=fill|build] [FROM=../old-copy]: DIR is the learner's copy to write (new or empty)"; exit 2; fi
+	$(GO) run ./tools/exercises write -dir $(DIR) $(if $(STAGES),-stages $(STAGES)) $(if $(TRACK),-track $(TRACK)) $(if $(FROM),-from $(FROM))
 
 check:
-	$(GO) run ./tools/exercises check $(if $(STAGE),-stage $(STAGE))
+	$(GO) run ./tools/exercises check $(if $(STAGE),-stage $(STAGE)) $(if $(EX),-ex $(EX))
+
+hint:
+	@$(GO) run ./tools/exercises hint -ex "$(EX)" -level $(LEVEL)
+
+solution:
+	@$(GO) run ./tools/exercises solution -ex "$(EX)"
+
+exercise-stats:
+	@$(GO) run ./tools/exercises stats $(if $(STAGES),-stages $(STAGES))
+
+doctor:
+	@./scripts/doctor.sh
 
 exercises-verify:
 	@if [ -f .exercises.json ]; then echo "exercises-verify: this is a learner's copy (.exercises.json); make check STAGE=NN grades it"; \

@@ -30,20 +30,52 @@ func blankKeepingLines(file string, src []byte, exs []*Exercise) ([]byte, error)
 }
 
 func blank(file string, src []byte, exs []*Exercise, keepLines bool) ([]byte, error) {
-	lines := strings.SplitAfter(string(src), "\n")
-	sorted := slices.Clone(exs)
-	slices.SortFunc(sorted, func(a, b *Exercise) int { return b.Line - a.Line }) // from the end, so earlier lines keep their numbers
-	for _, e := range sorted {
-		if e.File != file {
-			return nil, fmt.Errorf("blank %s: exercise %s is in %s", file, e.ID, e.File)
-		}
-		stmt := e.indent + "panic(" + strconv.Quote(e.Message()) + ")\n"
-		if keepLines {
-			stmt += strings.Repeat("\n", e.End-e.codeFrom-1)
-		}
-		lines = slices.Replace(lines, e.codeFrom-1, e.End-1, stmt)
+	// Every change is a byte range and its replacement, made from the end
+	// of the file so that earlier offsets stay true.
+	type edit struct {
+		span
+		with string
 	}
-	out := []byte(strings.Join(lines, ""))
+	lineStart := []int{0} // lineStart[i] is the offset of line i+1
+	for i, c := range src {
+		if c == '\n' {
+			lineStart = append(lineStart, i+1)
+		}
+	}
+	var edits []edit
+	for _, e := range exs {
+		if e.File != file {
+			return nil, fmt.Errorf("blank %s: %s %s is in %s", file, e.Kind, e.ID, e.File)
+		}
+		stmt := "panic(" + strconv.Quote(e.Message()) + ")"
+		if e.Kind == Build {
+			for _, body := range e.funcs {
+				breaks := bytes.Count(src[body.from:body.to], []byte{'\n'})
+				with := " " + stmt + " "
+				if breaks > 0 {
+					with = "\n\t" + stmt + "\n"
+					if keepLines {
+						with += strings.Repeat("\n", max(0, breaks-2))
+					}
+				}
+				edits = append(edits, edit{body, with})
+			}
+			continue
+		}
+		if insideBuild(e, exs) {
+			continue // its function's body goes as a whole
+		}
+		with := e.indent + stmt + "\n"
+		if keepLines {
+			with += strings.Repeat("\n", e.End-e.codeFrom-1)
+		}
+		edits = append(edits, edit{span{lineStart[e.codeFrom-1], lineStart[e.End-1]}, with})
+	}
+	slices.SortFunc(edits, func(a, b edit) int { return b.from - a.from })
+	out := slices.Clone(src)
+	for _, ed := range edits {
+		out = slices.Replace(out, ed.from, ed.to, []byte(ed.with)...)
+	}
 	out, err := pruneImports(file, src, out, keepLines)
 	if err != nil {
 		return nil, err
@@ -56,6 +88,17 @@ func blank(file string, src []byte, exs []*Exercise, keepLines bool) ([]byte, er
 		return nil, fmt.Errorf("blank %s: the result is not Go: %w", file, err)
 	}
 	return formatted, nil
+}
+
+// insideBuild reports whether a fill-in exercise lies in one of the build
+// tasks among exs, whose blanking takes its function's body whole.
+func insideBuild(e *Exercise, exs []*Exercise) bool {
+	for _, b := range exs {
+		if b.Kind == Build && b.File == e.File && b.Line < e.Line && e.End < b.End {
+			return true
+		}
+	}
+	return false
 }
 
 // pruneImports drops from blanked the imports that orig used and blanked no

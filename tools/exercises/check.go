@@ -14,8 +14,18 @@ import (
 type checkOptions struct {
 	Timeout time.Duration
 	Race    bool
+	RaceSet bool // Race was asked for (or against); otherwise raceStages decide
 	Verbose bool // whole outputs of failing tests, not excerpts
+	Track   string
+	IDs     []string // only these tasks
+	Gate    bool     // in a learner's copy, a stage whose tasks all pass runs its module's tests and the next stage's
 }
+
+// raceStages are the stages whose tests check runs with -race unless told
+// otherwise: their code is concurrent (the reactor, the purgatory and the
+// ISR, the controller and the coordinators), and a data race there passes
+// a test as often as not.
+var raceStages = []string{"02", "04", "05"}
 
 // pkgKey names a package of a stage module.
 type pkgKey struct{ Module, Pkg string }
@@ -43,13 +53,15 @@ func testsByPackage(exs []*Exercise) (keys []pkgKey, tests map[pkgKey][]string) 
 // tests pass, with the hint where they do not. It fails when an exercise
 // does.
 func check(w io.Writer, root string, stages []string, opts checkOptions) error {
-	exs, err := findExercises(root, stages)
+	all, err := findExercises(root, stages)
 	if err != nil {
 		return err
 	}
+	var m *manifest
 	if data, err := os.ReadFile(filepath.Join(root, manifestName)); err == nil {
-		var m manifest
-		if json.Unmarshal(data, &m) == nil {
+		var read manifest
+		if json.Unmarshal(data, &read) == nil {
+			m = &read
 			commit := m.SourceCommit
 			if len(commit) > 12 {
 				commit = commit[:12]
@@ -57,23 +69,49 @@ func check(w io.Writer, root string, stages []string, opts checkOptions) error {
 			if commit != "" {
 				commit = " at " + commit
 			}
-			fmt.Fprintf(w, "a learner's copy of the workbook%s, stages %s blanked when it was written\n",
-				commit, strings.Join(m.Stages, ", "))
+			track := m.Track
+			if track == "" {
+				track = TrackFill
+			}
+			fmt.Fprintf(w, "a learner's copy of the workbook%s, the %s track, stages %s blanked when it was written\n",
+				commit, track, strings.Join(m.Stages, ", "))
 		}
 	}
+	track := opts.Track
+	if track == "" && m != nil {
+		track = m.Track
+	}
+	if track, err = parseTrack(track); err != nil {
+		return err
+	}
+	exs, err := onlyIDs(forTrack(all, track), opts.IDs)
+	if err != nil {
+		return err
+	}
 	if len(exs) == 0 {
-		fmt.Fprintln(w, "no exercises marked"+stagesPhrase(stages))
+		fmt.Fprintln(w, "no tasks marked"+stagesPhrase(stages)+" for the "+track+" track")
 		return nil
 	}
 	keys, tests := testsByPackage(exs)
 	results := map[pkgKey]*pkgResult{}
+	docs := map[pkgKey]map[string]string{}
 	for _, k := range keys {
-		fmt.Fprintf(w, "running %s %s: %s\n", k.Module, k.Pkg, strings.Join(tests[k], ", "))
-		g := &goTester{Dir: filepath.Join(root, k.Module), Timeout: opts.Timeout, Race: opts.Race}
+		race := opts.Race
+		if !opts.RaceSet {
+			race = slices.Contains(raceStages, stageOfModule(k.Module))
+		}
+		flags := ""
+		if race {
+			flags = " (-race)"
+		}
+		fmt.Fprintf(w, "running %s %s%s: %s\n", k.Module, k.Pkg, flags, strings.Join(tests[k], ", "))
+		g := &goTester{Dir: filepath.Join(root, k.Module), Timeout: opts.Timeout, Race: race}
 		if results[k], err = g.run(k.Pkg, tests[k]); err != nil {
 			return err
 		}
+		docs[k] = testDocs(filepath.Join(root, k.Module, filepath.FromSlash(k.Pkg)))
 	}
+	ctx := &reportContext{results: results, docs: docs, all: all, verbose: opts.Verbose}
 	failed := false
 	for _, st := range stagesOf(exs) {
 		var stageExs []*Exercise
@@ -88,13 +126,19 @@ func check(w io.Writer, root string, stages []string, opts checkOptions) error {
 			width = max(width, len(e.Title))
 		}
 		for _, e := range stageExs {
-			if report(w, e, width, results, opts.Verbose) {
+			if report(w, e, width, ctx) {
 				passed++
 			}
 		}
-		fmt.Fprintf(w, "\nstage %s: %d of %d exercises pass\n", st, passed, len(stageExs))
+		fmt.Fprintf(w, "\nstage %s: %d of %d tasks pass\n", st, passed, len(stageExs))
 		if passed < len(stageExs) {
 			failed = true
+			continue
+		}
+		if m != nil && opts.Gate && len(opts.IDs) == 0 {
+			if !stageGate(w, root, stageExs[0].Module, opts) {
+				failed = true
+			}
 		}
 	}
 	if failed {
@@ -116,10 +160,14 @@ func stagesOf(exs []*Exercise) []string {
 
 // report prints one exercise's lines of check's table and says whether
 // every one of its tests passed.
-func report(w io.Writer, e *Exercise, width int, results map[pkgKey]*pkgResult, verbose bool) bool {
+func report(w io.Writer, e *Exercise, width int, ctx *reportContext) bool {
+	results, verbose := ctx.results, ctx.verbose
 	state := "written"
 	if e.Blank {
 		state = "blank"
+	}
+	if e.Kind == Build {
+		state += ", build"
 	}
 	pass := true
 	type line struct{ status, name, note string }
@@ -140,8 +188,10 @@ func report(w io.Writer, e *Exercise, width int, results map[pkgKey]*pkgResult, 
 		case testFail:
 			pass = false
 			l.status = "FAIL"
-			if other := reachedExercise(r.Output); other != "" && other != e.ID {
-				l.note = "stopped at exercise " + other + ", which is still blank"
+			if other := reachedExercise(r.Output); other != "" && other != e.Kind.String()+" "+e.ID {
+				l.note = "stopped at " + other + ", which is still blank"
+			} else if hung := hangingTask(r.Output, ctx.all); hung != nil && timedOut(r.Output) {
+				l.note = fmt.Sprintf("timed out in %s %s (%s): a loop that never ends, or a wait nothing wakes?", hung.task.Kind, hung.task.ID, hung.where)
 			} else if !e.Blank && (verbose || len(details) == 0) {
 				// The first failure says most; -v shows them all, whole.
 				out := r.Output
@@ -152,6 +202,11 @@ func report(w io.Writer, e *Exercise, width int, results map[pkgKey]*pkgResult, 
 					}
 				}
 				details = append(details, "        "+t.Name+":")
+				if doc := ctx.docs[pkgKey{e.Module, t.Pkg}][t.Name]; doc != "" {
+					for _, x := range strings.Split(doc, "\n") {
+						details = append(details, "        # "+x)
+					}
+				}
 				for _, x := range out {
 					details = append(details, "        | "+strings.TrimRight(x, "\n"))
 				}
@@ -199,7 +254,10 @@ func report(w io.Writer, e *Exercise, width int, results map[pkgKey]*pkgResult, 
 		fmt.Fprintln(w, d)
 	}
 	if !pass {
-		fmt.Fprintf(w, "        hint: %s\n", e.Hint)
+		if e.Hint != "" {
+			fmt.Fprintf(w, "        hint: %s\n", e.Hint)
+		}
+		fmt.Fprintf(w, "        more: make hint EX=%s (levels 1-3)\n", e.ID)
 		if !e.Blank {
 			for _, pkg := range e.Pkgs() {
 				if names := byPkg[pkg]; len(names) > 0 {

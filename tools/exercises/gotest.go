@@ -249,9 +249,10 @@ func parseTestEvents(out []byte, rename func(string) string) *onceResult {
 	return res
 }
 
-var exercisePanic = regexp.MustCompile(`panic: exercise (\d\d\.\d+): `)
+var exercisePanic = regexp.MustCompile(`panic: ((?:exercise|build) \d\d\.(?:\d+|[A-Z])): `)
 
-// reachedExercise is the exercise whose panic a test's output shows, or "".
+// reachedExercise is the task whose panic a test's output shows ("exercise
+// 01.2", "build 01.A"), or "".
 func reachedExercise(output []string) string {
 	for _, l := range output {
 		if m := exercisePanic.FindStringSubmatch(l); m != nil {

@@ -32,7 +32,7 @@ func TestParseTestEventsTellsEachTestsFate(t *testing.T) {
 	require.Equal(t, testFail, res.Tests["TestB"].Status)
 	require.Equal(t, []string{"b_test.go:9: wrong"}, excerpt(res.Tests["TestB"].Output, 10), "a subtest's lines are its test's")
 	require.Equal(t, testFail, res.Tests["TestC"].Status, "running when its binary died")
-	require.Equal(t, "01.5", reachedExercise(res.Tests["TestC"].Output))
+	require.Equal(t, "exercise 01.5", reachedExercise(res.Tests["TestC"].Output))
 	require.Equal(t, []string{"panic: exercise 01.5: recover a log (see docs/01-log.md, Your turn)", "..."}, excerpt(res.Tests["TestC"].Output, 10))
 	require.Len(t, res.Tests, 3)
 }

@@ -27,7 +27,8 @@ import (
 // and the markers stay in a learner's copy, around the panic that replaces
 // the region, so that the tool can find the task again there.
 type Exercise struct {
-	ID     string    // "01.2": the stage, then the exercise's number in it
+	Kind   Kind      // a fill-in exercise (a region of a body) or a build task (whole functions)
+	ID     string    // "01.2": the stage, then the exercise's number in it; "01.A" for a build task
 	Stage  string    // "01"
 	Title  string    // what to write, one line
 	Hint   string    // one line that helps without giving the answer away
@@ -39,8 +40,39 @@ type Exercise struct {
 	Doc    string    // the stage's chapter, "docs/01-log.md", or "" when there is none
 	Blank  bool      // the region is the exercise's panic: nobody has written it yet
 
-	codeFrom int    // the region's first line, after the header lines
-	indent   string // the opening marker's indentation, which the panic keeps
+	codeFrom  int        // the region's first line, after the header lines
+	indent    string     // the opening marker's indentation, which the panic keeps
+	funcs     []span     // a build task's function bodies, between their braces (byte offsets)
+	fileFuncs []funcInfo // a build task's functions, for line counts
+}
+
+// Kind tells the two tracks' tasks apart.
+type Kind int
+
+const (
+	// Fill is a fill-in exercise: a few statements of one function body,
+	// marked "// exercise NN.M: title" ... "// end exercise".
+	Fill Kind = iota
+	// Build is a build task: whole functions behind their signatures and
+	// doc comments, marked "// build NN.X: title" ... "// end build"
+	// around top-level declarations. Their bodies become panics; types,
+	// constants and variables stay (they are the design the tests grade).
+	Build
+)
+
+func (k Kind) String() string {
+	if k == Build {
+		return "build"
+	}
+	return "exercise"
+}
+
+// Section is the chapter section that describes the kind's tasks.
+func (k Kind) Section() string {
+	if k == Build {
+		return "Build it"
+	}
+	return "Your turn"
 }
 
 // TestRef names a test function and the package that holds it.
@@ -57,11 +89,11 @@ func (e *Exercise) Where() string { return fmt.Sprintf("%s:%d", e.File, e.Line) 
 // Message is what the blanked region panics with: the task and where it is
 // explained.
 func (e *Exercise) Message() string {
-	see := "see docs/, Your turn"
+	see := "see docs/, " + e.Kind.Section()
 	if e.Doc != "" {
-		see = "see " + e.Doc + ", Your turn"
+		see = "see " + e.Doc + ", " + e.Kind.Section()
 	}
-	return fmt.Sprintf("exercise %s: %s (%s)", e.ID, e.Title, see)
+	return fmt.Sprintf("%s %s: %s (%s)", e.Kind, e.ID, e.Title, see)
 }
 
 // Pkgs are the packages holding the exercise's tests, in order of first mention.
@@ -80,11 +112,16 @@ var (
 	openAttempt = regexp.MustCompile(`^//\s*exercise\s+\d`)
 	openRe      = regexp.MustCompile(`^// exercise (\d\d)\.([1-9]\d*): (\S.*)$`)
 	endAttempt  = regexp.MustCompile(`^//\s*end\s+exercise`)
-	hintRe      = regexp.MustCompile(`^// hint:\s*(.*)$`)
-	testsRe     = regexp.MustCompile(`^// tests:\s*(.*)$`)
-	testNameRe  = regexp.MustCompile(`^(Test|Example|Fuzz)[A-Za-z0-9_]*$`)
-	stageDirRe  = regexp.MustCompile(`^stage(\d\d)-`)
-	panicPrefix = `panic("exercise `
+	// A build task's markers: "// build 01.A: title" ... "// end build".
+	buildAttempt = regexp.MustCompile(`^//\s*build\s+\d`)
+	buildRe      = regexp.MustCompile(`^// build (\d\d)\.([A-Z]): (\S.*)$`)
+	buildEnd     = regexp.MustCompile(`^//\s*end\s+build`)
+	hintRe       = regexp.MustCompile(`^// hint:\s*(.*)$`)
+	testsRe      = regexp.MustCompile(`^// tests:\s*(.*)$`)
+	testNameRe   = regexp.MustCompile(`^(Test|Example|Fuzz)[A-Za-z0-9_]*$`)
+	stageDirRe   = regexp.MustCompile(`^stage(\d\d)-`)
+	panicPrefix  = `panic("exercise `
+	buildPrefix  = `panic("build `
 )
 
 // markerError is a malformed marker, named by file and line.
@@ -96,9 +133,10 @@ type markerError struct {
 
 func (e *markerError) Error() string { return fmt.Sprintf("%s:%d: %s", e.file, e.line, e.msg) }
 
-// parseExercises finds the exercises of one Go file. file is its slash path
-// from the repository root, module its stage folder (stageNN-...). Every
-// malformed marker is reported, joined in one error.
+// parseExercises finds the tasks of one Go file, fill-in exercises and
+// build tasks. file is its slash path from the repository root, module its
+// stage folder (stageNN-...). Every malformed marker is reported, joined
+// in one error.
 func parseExercises(file, module string, src []byte) ([]*Exercise, error) {
 	var errs []error
 	fail := func(line int, format string, args ...any) {
@@ -110,25 +148,33 @@ func parseExercises(file, module string, src []byte) ([]*Exercise, error) {
 	}
 	lines := strings.Split(string(src), "\n")
 	var exs []*Exercise
-	var open *Exercise
+	open := map[Kind]*Exercise{} // a fill-in exercise may lie inside a build task
 	for i := 0; i < len(lines); i++ {
 		n := i + 1
 		text := strings.TrimSpace(lines[i])
+		kind, opening, closing, re, endText := Fill, openAttempt, endAttempt, openRe, "// end exercise"
+		if buildAttempt.MatchString(text) || buildEnd.MatchString(text) {
+			kind, opening, closing, re, endText = Build, buildAttempt, buildEnd, buildRe, "// end build"
+		}
 		switch {
-		case openAttempt.MatchString(text):
-			m := openRe.FindStringSubmatch(text)
+		case opening.MatchString(text):
+			m := re.FindStringSubmatch(text)
 			if m == nil {
-				fail(n, "malformed exercise marker %q: want // exercise NN.M: title", text)
+				if kind == Build {
+					fail(n, "malformed build marker %q: want // build NN.X: title (X a capital letter)", text)
+				} else {
+					fail(n, "malformed exercise marker %q: want // exercise NN.M: title", text)
+				}
 				continue
 			}
-			if open != nil {
-				fail(n, "exercise %s.%s opens inside exercise %s (opened at line %d): exercises do not nest", m[1], m[2], open.ID, open.Line)
+			if o := open[kind]; o != nil {
+				fail(n, "%s %s.%s opens inside %s %s (opened at line %d): %ss do not nest", kind, m[1], m[2], kind, o.ID, o.Line, kind)
 				continue
 			}
-			e := &Exercise{ID: m[1] + "." + m[2], Stage: m[1], Title: strings.TrimSpace(m[3]), Module: module,
+			e := &Exercise{Kind: kind, ID: m[1] + "." + m[2], Stage: m[1], Title: strings.TrimSpace(m[3]), Module: module,
 				File: file, Line: n, indent: lines[i][:len(lines[i])-len(strings.TrimLeft(lines[i], " \t"))]}
 			if e.Stage != moduleStage {
-				fail(n, "exercise %s belongs to stage %s, but %s is in %s", e.ID, e.Stage, file, module)
+				fail(n, "%s %s belongs to stage %s, but %s is in %s", kind, e.ID, e.Stage, file, module)
 			}
 			// The header: a hint line and a tests line, in either order,
 			// directly after the opening line.
@@ -142,7 +188,7 @@ func parseExercises(file, module string, src []byte) ([]*Exercise, error) {
 					sawTests = true
 					tests, err := parseTests(m[1], module, file)
 					if err != nil {
-						fail(j+1, "exercise %s: %v", e.ID, err)
+						fail(j+1, "%s %s: %v", kind, e.ID, err)
 					}
 					e.Tests = tests
 				} else {
@@ -151,38 +197,44 @@ func parseExercises(file, module string, src []byte) ([]*Exercise, error) {
 			}
 			switch {
 			case !sawTests:
-				fail(n, "exercise %s has no // tests: line after its opening line: name the tests that grade it", e.ID)
+				fail(n, "%s %s has no // tests: line after its opening line: name the tests that grade it", kind, e.ID)
 			case len(e.Tests) == 0:
-				fail(n, "exercise %s: its // tests: line names no test", e.ID)
+				fail(n, "%s %s: its // tests: line names no test", kind, e.ID)
 			}
-			if !sawHint || e.Hint == "" {
+			if kind == Fill && (!sawHint || e.Hint == "") {
 				fail(n, "exercise %s has no // hint: line after its opening line", e.ID)
+			}
+			if sawHint && e.Hint == "" {
+				fail(n, "%s %s: its // hint: line is empty", kind, e.ID)
 			}
 			e.codeFrom = j + 1
 			i = j - 1
-			open = e
-		case endAttempt.MatchString(text):
-			if text != "// end exercise" {
-				fail(n, "malformed end marker %q: want // end exercise", text)
+			open[kind] = e
+		case closing.MatchString(text):
+			if text != endText {
+				fail(n, "malformed end marker %q: want %s", text, endText)
 				continue
 			}
-			if open == nil {
-				fail(n, "// end exercise without an exercise open")
+			o := open[kind]
+			if o == nil {
+				fail(n, "%s without %s open", endText, map[Kind]string{Fill: "an exercise", Build: "a build task"}[kind])
 				continue
 			}
-			open.End = n
-			if open.codeFrom >= n {
-				fail(open.Line, "exercise %s has no code between its header and its end", open.ID)
+			o.End = n
+			if o.codeFrom >= n {
+				fail(o.Line, "%s %s has no code between its header and its end", kind, o.ID)
 			}
-			exs = append(exs, open)
-			open = nil
+			exs = append(exs, o)
+			delete(open, kind)
 		}
 	}
-	if open != nil {
-		fail(open.Line, "exercise %s is never closed: no // end exercise after it", open.ID)
+	for _, o := range open {
+		fail(o.Line, "%s %s is never closed: no // end %s after it", o.Kind, o.ID, o.Kind)
 	}
 	for _, e := range exs {
-		e.Blank = isBlank(lines[e.codeFrom-1:e.End-1], e.ID)
+		if e.Kind == Fill {
+			e.Blank = isBlank(lines[e.codeFrom-1:e.End-1], e.ID)
+		}
 	}
 	if len(exs) > 0 {
 		errs = append(errs, checkPlacement(file, src, exs)...)
@@ -190,14 +242,14 @@ func parseExercises(file, module string, src []byte) ([]*Exercise, error) {
 	seen := map[string]*Exercise{}
 	for _, e := range exs {
 		if first, ok := seen[e.ID]; ok {
-			fail(e.Line, "exercise %s is marked twice: also at line %d", e.ID, first.Line)
+			fail(e.Line, "%s %s is marked twice: also at line %d", e.Kind, e.ID, first.Line)
 		}
 		seen[e.ID] = e
 	}
 	return exs, errors.Join(errs...)
 }
 
-// isBlank reports whether a region is nothing but the exercise's panic.
+// isBlank reports whether a fill-in region is nothing but the exercise's panic.
 func isBlank(region []string, id string) bool {
 	var code []string
 	for _, l := range region {
@@ -248,9 +300,10 @@ func pkgOf(file, module string) string {
 	return "."
 }
 
-// checkPlacement checks, with the parsed file, that each region lies in a
-// function body and starts and ends in the same block, so that replacing
-// it with one statement leaves Go.
+// checkPlacement checks, with the parsed file, that each fill-in region
+// lies in a function body and starts and ends in the same block, so that
+// replacing it with one statement leaves Go; and that each build task
+// holds whole top-level declarations (see placeBuild).
 func checkPlacement(file string, src []byte, exs []*Exercise) []error {
 	fset := token.NewFileSet()
 	f, err := parser.ParseFile(fset, file, src, parser.SkipObjectResolution)
@@ -284,6 +337,10 @@ func checkPlacement(file string, src []byte, exs []*Exercise) []error {
 	}
 	var errs []error
 	for _, e := range exs {
+		if e.Kind == Build {
+			errs = append(errs, placeBuild(file, fset, f, e)...)
+			continue
+		}
 		if _, ok := innermost(e.Line, bodies); !ok {
 			errs = append(errs, &markerError{file, e.Line, fmt.Sprintf("exercise %s is outside a function body: a region must be statements of a function", e.ID)})
 			continue
@@ -325,7 +382,7 @@ func findExercises(root string, stages []string) ([]*Exercise, error) {
 			if err != nil {
 				return err
 			}
-			if !strings.Contains(string(src), "exercise") {
+			if !strings.Contains(string(src), "// exercise ") && !strings.Contains(string(src), "// build ") {
 				return nil
 			}
 			rel, err := filepath.Rel(root, p)
@@ -346,7 +403,7 @@ func findExercises(root string, stages []string) ([]*Exercise, error) {
 	seen := map[string]*Exercise{}
 	for _, e := range all {
 		if first, ok := seen[e.ID]; ok && first.File != e.File {
-			errs = append(errs, &markerError{e.File, e.Line, fmt.Sprintf("exercise %s is marked twice: also at %s", e.ID, first.Where())})
+			errs = append(errs, &markerError{e.File, e.Line, fmt.Sprintf("%s %s is marked twice: also at %s", e.Kind, e.ID, first.Where())})
 		}
 		seen[e.ID] = e
 	}
@@ -366,12 +423,19 @@ func findExercises(root string, stages []string) ([]*Exercise, error) {
 	return all, nil
 }
 
-// compareIDs orders "01.2" before "01.10".
+// compareIDs orders "01.2" before "01.10", and a stage's build tasks
+// (01.A, 01.B) after its fill-in exercises.
 func compareIDs(a, b string) int {
 	as, an, _ := strings.Cut(a, ".")
 	bs, bn, _ := strings.Cut(b, ".")
 	if c := strings.Compare(as, bs); c != 0 {
 		return c
+	}
+	if la, lb := isLetter(an), isLetter(bn); la != lb {
+		if la {
+			return 1
+		}
+		return -1
 	}
 	if c := len(an) - len(bn); c != 0 {
 		return c
@@ -426,3 +490,105 @@ func parseStages(v string) ([]string, error) {
 	}
 	return stages, nil
 }
+
+// funcInfo is one function of a build task: its body's span, between the
+// braces, and its lines.
+type funcInfo struct {
+	Name      string
+	Body      span // bytes after { up to }
+	FromLine  int  // the { line
+	ToLine    int  // the } line
+	CodeLines int  // lines of the body with code on them (not blank, not only a comment)
+}
+
+// placeBuild checks a build task's region: its markers are outside every
+// declaration, each top-level declaration is wholly inside it or wholly
+// outside, and it holds at least one function with a body. It records the
+// functions, and whether every body is the task's panic (Blank).
+func placeBuild(file string, fset *token.FileSet, f *ast.File, e *Exercise) []error {
+	line := func(p token.Pos) int { return fset.Position(p).Line }
+	var errs []error
+	fail := func(l int, format string, args ...any) {
+		errs = append(errs, &markerError{file, l, fmt.Sprintf(format, args...)})
+	}
+	e.funcs, e.fileFuncs = nil, nil
+	blank := true
+	for _, d := range f.Decls {
+		from, to := line(d.Pos()), line(d.End())
+		if fd, ok := d.(*ast.FuncDecl); ok && fd.Doc != nil {
+			from = line(fd.Doc.Pos())
+		} else if gd, ok := d.(*ast.GenDecl); ok && gd.Doc != nil {
+			from = line(gd.Doc.Pos())
+		}
+		inside := from > e.Line && to < e.End
+		switch {
+		case from <= e.Line && e.Line <= to:
+			fail(e.Line, "build %s opens inside a declaration (lines %d-%d): a build task's markers go between top-level declarations", e.ID, from, to)
+		case from <= e.End && e.End <= to:
+			fail(e.End, "build %s ends inside a declaration (lines %d-%d): a build task's markers go between top-level declarations", e.ID, from, to)
+		case inside:
+			fd, ok := d.(*ast.FuncDecl)
+			if !ok || fd.Body == nil {
+				continue
+			}
+			body := span{fset.Position(fd.Body.Lbrace).Offset + 1, fset.Position(fd.Body.Rbrace).Offset}
+			name := fd.Name.Name
+			if fd.Recv != nil && len(fd.Recv.List) == 1 {
+				name = "(" + exprString(fd.Recv.List[0].Type) + ")." + name
+			}
+			e.funcs = append(e.funcs, body)
+			e.fileFuncs = append(e.fileFuncs, funcInfo{Name: name, Body: body, FromLine: line(fd.Body.Lbrace), ToLine: line(fd.Body.Rbrace)})
+			if !isBuildPanic(fd.Body, e.ID) {
+				blank = false
+			}
+		}
+	}
+	if len(e.funcs) == 0 {
+		fail(e.Line, "build %s holds no function with a body: a build task is whole functions", e.ID)
+	}
+	e.Blank = blank && len(e.funcs) > 0
+	return errs
+}
+
+// isBuildPanic reports whether a body is nothing but the build task's panic.
+func isBuildPanic(body *ast.BlockStmt, id string) bool {
+	if len(body.List) != 1 {
+		return false
+	}
+	es, ok := body.List[0].(*ast.ExprStmt)
+	if !ok {
+		return false
+	}
+	call, ok := es.X.(*ast.CallExpr)
+	if !ok || len(call.Args) != 1 {
+		return false
+	}
+	if fn, ok := call.Fun.(*ast.Ident); !ok || fn.Name != "panic" {
+		return false
+	}
+	lit, ok := call.Args[0].(*ast.BasicLit)
+	return ok && lit.Kind == token.STRING && strings.HasPrefix(lit.Value, `"build `+id+":")
+}
+
+// exprString is a receiver type as written: *Segment, index[T].
+func exprString(x ast.Expr) string {
+	switch x := x.(type) {
+	case *ast.Ident:
+		return x.Name
+	case *ast.StarExpr:
+		return "*" + exprString(x.X)
+	case *ast.IndexExpr:
+		return exprString(x.X) + "[" + exprString(x.Index) + "]"
+	case *ast.IndexListExpr:
+		var ps []string
+		for _, i := range x.Indices {
+			ps = append(ps, exprString(i))
+		}
+		return exprString(x.X) + "[" + strings.Join(ps, ", ") + "]"
+	case *ast.SelectorExpr:
+		return exprString(x.X) + "." + x.Sel.Name
+	}
+	return "?"
+}
+
+func isLetter(n string) bool { return n != "" && n[0] >= 'A' && n[0] <= 'Z' }

@@ -49,12 +49,12 @@ func verify(w io.Writer, root string, stages []string, opts verifyOptions) error
 		problems = append(problems, msg)
 		fmt.Fprintf(w, "    PROBLEM: %s\n", indentAfterFirst(msg, "      "))
 	}
-	fmt.Fprintf(w, "verify: %d exercises%s\n", len(exs), stagesPhrase(stages))
+	fmt.Fprintf(w, "verify: %s%s\n", tasksPhrase(exs), stagesPhrase(stages))
 
-	fmt.Fprintln(w, "(a) the reference passes every exercise's tests")
+	fmt.Fprintln(w, "(a) the reference passes every task's tests")
 	for _, e := range exs {
 		if e.Blank {
-			problem("exercise %s (%s) is blank in the reference: the reference must hold the solution", e.ID, e.Where())
+			problem("%s %s (%s) is blank in the reference: the reference must hold the solution", e.Kind, e.ID, e.Where())
 		}
 	}
 	keys, tests := testsByPackage(exs)
@@ -85,7 +85,7 @@ func verify(w io.Writer, root string, stages []string, opts verifyOptions) error
 		}
 	}
 
-	fmt.Fprintln(w, "(b) each exercise, blanked alone, fails at least one of its tests")
+	fmt.Fprintln(w, "(b) each task, blanked alone, fails at least one of its tests")
 	for i, e := range exs {
 		if e.Blank {
 			continue
@@ -141,7 +141,7 @@ func verify(w io.Writer, root string, stages []string, opts verifyOptions) error
 		}
 	}
 
-	fmt.Fprintln(w, "(c) with all of a stage's exercises blanked, its module compiles")
+	fmt.Fprintln(w, "(c) with all of a stage's tasks blanked, on each track, its module compiles")
 	for _, st := range stagesOf(exs) {
 		var stageExs []*Exercise
 		for _, e := range exs {
@@ -150,40 +150,46 @@ func verify(w io.Writer, root string, stages []string, opts verifyOptions) error
 			}
 		}
 		module := stageExs[0].Module
-		t0 := time.Now()
-		overlay, rename, err := writeOverlay(filepath.Join(tmp, "c"+st), root, stageExs)
-		if err != nil {
-			problem("blanking stage %s: %v", st, err)
-			continue
-		}
-		// go vet type-checks every package with its tests without linking
-		// them; unreachable code after a region's panic is expected.
-		cmd := exec.Command("go", "vet", "-unreachable=false", "-overlay", overlay, "./...")
-		cmd.Dir = filepath.Join(root, module)
-		out, err := cmd.CombinedOutput()
-		took := time.Since(t0).Round(100 * time.Millisecond)
-		if err != nil {
-			fmt.Fprintf(w, "  stage %s (%s): does not compile (%s)\n", st, module, took)
-			msg := string(out)
-			for from, to := range rename {
-				msg = strings.ReplaceAll(msg, from, to)
+		for _, track := range []string{TrackFill, TrackBuild} {
+			blanked := forTrack(stageExs, track)
+			if len(blanked) == 0 || track == TrackBuild && len(blanked) == len(forTrack(stageExs, TrackFill)) && !slices.ContainsFunc(blanked, func(e *Exercise) bool { return e.Kind == Build }) {
+				continue // no build task in this stage: the build track blanks what the fill track does
 			}
-			problem("with every exercise of stage %s blanked, %s does not compile:\n%s", st, module, strings.TrimSpace(msg))
-			continue
+			t0 := time.Now()
+			overlay, rename, err := writeOverlay(filepath.Join(tmp, "c"+st+track), root, blanked)
+			if err != nil {
+				problem("blanking stage %s (%s track): %v", st, track, err)
+				continue
+			}
+			// go vet type-checks every package with its tests without linking
+			// them; unreachable code after a region's panic is expected.
+			cmd := exec.Command("go", "vet", "-unreachable=false", "-overlay", overlay, "./...")
+			cmd.Dir = filepath.Join(root, module)
+			out, err := cmd.CombinedOutput()
+			took := time.Since(t0).Round(100 * time.Millisecond)
+			if err != nil {
+				fmt.Fprintf(w, "  stage %s (%s), %s track: does not compile (%s)\n", st, module, track, took)
+				msg := string(out)
+				for from, to := range rename {
+					msg = strings.ReplaceAll(msg, from, to)
+				}
+				problem("with every task of stage %s's %s track blanked, %s does not compile:\n%s", st, track, module, strings.TrimSpace(msg))
+				continue
+			}
+			fmt.Fprintf(w, "  stage %s (%s), %s track: %s blanked, every package compiles (%s)\n", st, module, track, plural(len(blanked), "task"), took)
 		}
-		fmt.Fprintf(w, "  stage %s (%s): %d exercises blanked, every package compiles (%s)\n", st, module, len(stageExs), took)
 	}
 
 	took := time.Since(start).Round(time.Second)
 	if len(problems) > 0 {
-		fmt.Fprintf(w, "\nverify: %d problems with %d exercises (%s):\n", len(problems), len(exs), took)
+		fmt.Fprintf(w, "\nverify: %d problems with %s (%s):\n", len(problems), tasksPhrase(exs), took)
 		for _, p := range problems {
 			fmt.Fprintf(w, "  - %s\n", indentAfterFirst(p, "    "))
 		}
 		return errReported
 	}
-	fmt.Fprintf(w, "\nverify: %d exercises%s: all pass on the reference, each is graded by a test that fails when it is blank, every blanked stage compiles (%s)\n",
-		len(exs), stagesPhrase(stages), took)
+	fmt.Fprintf(w, "\nverify: %s%s: all pass on the reference, each is graded by a test that fails when it is blank, every blanked stage compiles on both tracks (%s)\n",
+		tasksPhrase(exs), stagesPhrase(stages), took)
 	return nil
 }
 
@@ -247,4 +253,14 @@ func exercisesNaming(exs []*Exercise, k pkgKey, name string) string {
 // indentAfterFirst indents every line of s but the first.
 func indentAfterFirst(s, indent string) string {
 	return strings.ReplaceAll(strings.TrimRight(s, "\n"), "\n", "\n"+indent)
+}
+
+// tasksPhrase is "32 exercises", or "32 exercises and 9 build tasks".
+func tasksPhrase(exs []*Exercise) string {
+	fills := len(forTrack(exs, TrackFill))
+	builds := len(exs) - fills
+	if builds == 0 {
+		return plural(fills, "exercise")
+	}
+	return plural(fills, "exercise") + " and " + plural(builds, "build task")
 }

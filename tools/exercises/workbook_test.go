@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -104,7 +105,7 @@ func TestVerifyPassesAWellMarkedWorkbook(t *testing.T) {
 	require.NoError(t, verify(&out, root, nil, quick), out.String())
 	require.Contains(t, out.String(), "01.1 add up a list: ./calc.TestSum fails")
 	require.Contains(t, out.String(), "01.2 double it: ./calc.TestTwice fails")
-	require.Contains(t, out.String(), "stage 01 (stage01-demo): 2 exercises blanked, every package compiles")
+	require.Contains(t, out.String(), "stage 01 (stage01-demo), fill track: 2 tasks blanked, every package compiles")
 	require.Contains(t, out.String(), "verify: 2 exercises: all pass on the reference")
 }
 
@@ -130,7 +131,7 @@ func Half(x int) int {
 	require.Contains(t, report, "blanking 01.2 fails none of its tests (./calc.TestOther pass)")
 	require.Contains(t, report, "blanking 01.3 does not compile")
 	require.Contains(t, report, "stage01-demo/calc/calc.go:33:2: declared and not used: y", "the message names the reference's file and line, not the overlay copy's")
-	require.Contains(t, report, "with every exercise of stage 01 blanked, stage01-demo does not compile")
+	require.Contains(t, report, "with every task of stage 01's fill track blanked, stage01-demo does not compile")
 	require.Contains(t, report, "verify: 4 problems with 3 exercises")
 	source, err := os.ReadFile(filepath.Join(root, "stage01-demo/calc/calc.go"))
 	require.NoError(t, err)
@@ -142,8 +143,8 @@ func TestWriteThenCheckFollowsALearner(t *testing.T) {
 	root := demoWorkbook(t, calcGood)
 	dir := filepath.Join(t.TempDir(), "learner")
 	var out bytes.Buffer
-	require.NoError(t, write(&out, root, dir, []string{"01"}))
-	require.Contains(t, out.String(), "blanked 2 exercises in stage 01")
+	require.NoError(t, write(&out, root, dir, []string{"01"}, writeOptions{}))
+	require.Contains(t, out.String(), "blanked 2 tasks in stage 01")
 	require.Contains(t, out.String(), "next: cd "+dir+" && make check STAGE=01")
 
 	// Everything is copied but .git; the exercises are blank, the rest is as it was.
@@ -157,7 +158,9 @@ func TestWriteThenCheckFollowsALearner(t *testing.T) {
 	fi, err := os.Stat(filepath.Join(dir, "README.md"))
 	require.NoError(t, err)
 	require.Equal(t, os.FileMode(0o600), fi.Mode().Perm(), "modes are kept")
-	require.NoDirExists(t, filepath.Join(dir, ".git"))
+	log, err := exec.Command("git", "-C", dir, "log", "--format=%s").Output()
+	require.NoError(t, err, "the copy is a git repository")
+	require.Equal(t, "baseline: the workbook with 2 tasks blanked (fill track)\n", string(log))
 	calc, err := os.ReadFile(filepath.Join(dir, "stage01-demo/calc/calc.go"))
 	require.NoError(t, err)
 	require.Contains(t, string(calc), `panic("exercise 01.1: add up a list (see docs/01-demo.md, Your turn)")`)
@@ -166,15 +169,18 @@ func TestWriteThenCheckFollowsALearner(t *testing.T) {
 	data, err := os.ReadFile(filepath.Join(dir, manifestName))
 	require.NoError(t, err)
 	require.NoError(t, json.Unmarshal(data, &m))
-	require.Equal(t, manifest{Stages: []string{"01"}, Exercises: []string{"01.1", "01.2"}}, m)
+	require.Equal(t, manifest{Track: TrackFill, Stages: []string{"01"}, Exercises: []string{"01.1", "01.2"}}, m)
+	solution, err := os.ReadFile(filepath.Join(dir, solutionsDir, "01.2.txt"))
+	require.NoError(t, err)
+	require.Contains(t, string(solution), "\treturn x + x\n", "the copy keeps the reference's code for make solution")
 
-	require.ErrorContains(t, write(&out, root, dir, nil), "is not empty")
-	require.ErrorContains(t, write(&out, root, filepath.Join(root, "inside"), nil), "is inside the workbook")
+	require.ErrorContains(t, write(&out, root, dir, nil, writeOptions{}), "is not empty")
+	require.ErrorContains(t, write(&out, root, filepath.Join(root, "inside"), nil, writeOptions{}), "is inside the workbook")
 
 	opts := checkOptions{Timeout: 2 * time.Minute}
 	out.Reset()
 	require.ErrorIs(t, check(&out, dir, []string{"01"}, opts), errReported)
-	require.Contains(t, out.String(), "stage 01: 0 of 2 exercises pass")
+	require.Contains(t, out.String(), "stage 01: 0 of 2 tasks pass")
 	require.Regexp(t, `01.1  add up a list  blank    FAIL\n.*\n\s+FAIL TestSum\n\s+ok   TestNothing\n\s+hint: strings.Split, then strconv.Atoi`, out.String(),
 		"a test after the one that panicked still runs")
 
@@ -190,11 +196,11 @@ func TestWriteThenCheckFollowsALearner(t *testing.T) {
 	out.Reset()
 	require.ErrorIs(t, check(&out, dir, nil, opts), errReported)
 	require.Regexp(t, `01.2  double it      written  pass`, out.String())
-	require.Contains(t, out.String(), "stage 01: 1 of 2 exercises pass")
+	require.Contains(t, out.String(), "stage 01: 1 of 2 tasks pass")
 
 	out.Reset()
 	require.NoError(t, check(&out, root, nil, opts), "the reference passes")
-	require.Contains(t, out.String(), "stage 01: 2 of 2 exercises pass")
+	require.Contains(t, out.String(), "stage 01: 2 of 2 tasks pass")
 }
 
 // learnerWrites replaces the region of exercise 01.2 in a learner's copy.

@@ -21,15 +21,33 @@ const manifestName = ".exercises.json"
 type manifest struct {
 	SourceCommit string   `json:"source_commit"`          // the reference's HEAD, "" outside git
 	SourceDirty  bool     `json:"source_dirty,omitempty"` // the reference had uncommitted changes to tracked files
+	Track        string   `json:"track,omitempty"`        // fill or build ("" in copies older than the build track: fill)
 	Stages       []string `json:"stages_blanked"`         // the stages whose exercises were blanked
 	Exercises    []string `json:"exercises_blanked"`      // their ids
+	Carried      []string `json:"carried,omitempty"`      // the ids whose code came from an earlier copy (-from)
+	From         string   `json:"from,omitempty"`         // that copy
+}
+
+// solutionsDir holds, in a learner's copy, the reference's code of each
+// blanked task, one file per id, for "exercises solution".
+const solutionsDir = ".exercises/solutions"
+
+// writeOptions are write's choices beside the folder and the stages.
+type writeOptions struct {
+	Track string // TrackFill or TrackBuild
+	From  string // an earlier learner's copy whose written tasks to bring along, or ""
+	NoGit bool   // do not make the copy a git repository
 }
 
 // write copies the workbook at root into dir with the exercises of stages
 // (every stage when empty) blanked. The copy holds the files git tracks
 // (the whole tree but .git outside git), as they are in the working tree.
-func write(w io.Writer, root, dir string, stages []string) error {
-	dir, err := filepath.Abs(dir)
+func write(w io.Writer, root, dir string, stages []string, opts writeOptions) error {
+	track, err := parseTrack(opts.Track)
+	if err != nil {
+		return err
+	}
+	dir, err = filepath.Abs(dir)
 	if err != nil {
 		return err
 	}
@@ -41,10 +59,11 @@ func write(w io.Writer, root, dir string, stages []string) error {
 	} else if err != nil && !os.IsNotExist(err) {
 		return err
 	}
-	exs, err := findExercises(root, stages)
+	all, err := findExercises(root, stages)
 	if err != nil {
 		return err
 	}
+	exs := forTrack(all, track)
 	blanked := map[string][]byte{} // slash path from root -> the file's blanked content
 	for file, fileExs := range byFile(exs) {
 		src, err := os.ReadFile(filepath.Join(root, filepath.FromSlash(file)))
@@ -77,7 +96,10 @@ func write(w io.Writer, root, dir string, stages []string) error {
 			copied++
 		}
 	}
-	m := manifest{Stages: stages, Exercises: []string{}}
+	if err := writeSolutions(root, dir, exs); err != nil {
+		return err
+	}
+	m := manifest{Track: track, Stages: stages, Exercises: []string{}}
 	if len(stages) == 0 {
 		m.Stages = []string{}
 		for _, e := range exs {
@@ -90,11 +112,7 @@ func write(w io.Writer, root, dir string, stages []string) error {
 		m.Exercises = append(m.Exercises, e.ID)
 	}
 	m.SourceCommit, m.SourceDirty = gitCommit(root)
-	data, err := json.MarshalIndent(m, "", "  ")
-	if err != nil {
-		return err
-	}
-	if err := os.WriteFile(filepath.Join(dir, manifestName), append(data, '\n'), 0o644); err != nil {
+	if err := writeManifest(dir, m); err != nil {
 		return err
 	}
 
@@ -102,18 +120,107 @@ func write(w io.Writer, root, dir string, stages []string) error {
 	if !fromGit {
 		source = "every file (no git here)"
 	}
-	fmt.Fprintf(w, "wrote a learner's copy of %s to %s: %d files, %s\n", root, dir, copied, source)
+	fmt.Fprintf(w, "wrote a learner's copy of %s to %s: %d files, %s, the %s track\n", root, dir, copied, source, track)
 	if len(exs) == 0 {
-		fmt.Fprintf(w, "no exercises are marked%s: nothing was blanked\n", stagesPhrase(stages))
+		fmt.Fprintf(w, "no tasks are marked%s for the %s track: nothing was blanked\n", stagesPhrase(stages), track)
+	} else {
+		fmt.Fprintf(w, "blanked %d tasks%s:\n", len(exs), stagesPhrase(m.Stages))
+		for _, e := range exs {
+			fmt.Fprintf(w, "  %s  %s  (%s)\n", e.ID, e.Title, e.Where())
+		}
+	}
+	git := !opts.NoGit && commitAll(dir, "baseline: the workbook with "+plural(len(exs), "task")+" blanked ("+track+" track)") == nil
+	if opts.From != "" {
+		carried, err := carryForward(w, dir, opts.From)
+		if err != nil {
+			return err
+		}
+		m.Carried, m.From = carried, opts.From
+		if err := writeManifest(dir, m); err != nil {
+			return err
+		}
+		if git && len(carried) > 0 {
+			_ = commitAll(dir, "carried forward from "+opts.From+": "+strings.Join(carried, ", "))
+		}
+	}
+	if git {
+		fmt.Fprintf(w, "the copy is a git repository: its first commit is the baseline (git diff shows what you wrote)\n")
+	}
+	if len(exs) > 0 {
+		first := m.Stages[0]
+		fmt.Fprintf(w, "next: cd %s && make check STAGE=%s   (or: go run ./tools/exercises check -stage %s)\n", dir, first, first)
+	}
+	return nil
+}
+
+// writeManifest writes m to dir's manifest file.
+func writeManifest(dir string, m manifest) error {
+	data, err := json.MarshalIndent(m, "", "  ")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(dir, manifestName), append(data, '\n'), 0o644)
+}
+
+// writeSolutions keeps, in the copy, the reference's code of each task it
+// blanks.
+func writeSolutions(root, dir string, exs []*Exercise) error {
+	if len(exs) == 0 {
 		return nil
 	}
-	fmt.Fprintf(w, "blanked %d exercises%s:\n", len(exs), stagesPhrase(m.Stages))
-	for _, e := range exs {
-		fmt.Fprintf(w, "  %s  %s  (%s)\n", e.ID, e.Title, e.Where())
+	if err := os.MkdirAll(filepath.Join(dir, solutionsDir), 0o755); err != nil {
+		return err
 	}
-	first := m.Stages[0]
-	fmt.Fprintf(w, "next: cd %s && make check STAGE=%s   (or: go run ./tools/exercises check -stage %s)\n", dir, first, first)
+	for _, e := range exs {
+		src, err := os.ReadFile(filepath.Join(root, filepath.FromSlash(e.File)))
+		if err != nil {
+			return err
+		}
+		text := solutionText(e, src)
+		if err := os.WriteFile(filepath.Join(dir, solutionsDir, e.ID+".txt"), []byte(text), 0o644); err != nil {
+			return err
+		}
+	}
 	return nil
+}
+
+// solutionText is a task's reference code as a learner should read it:
+// the file and lines it goes to, then the region.
+func solutionText(e *Exercise, src []byte) string {
+	lines := strings.Split(string(src), "\n")
+	region := strings.Join(lines[e.codeFrom-1:e.End-1], "\n")
+	return fmt.Sprintf("// %s %s: %s\n// the reference's code, %s, lines %d-%d\n\n%s\n", e.Kind, e.ID, e.Title, e.File, e.codeFrom, e.End-1, region)
+}
+
+// commitAll makes dir a git repository if it is not one and commits
+// everything in it. Git missing is not an error of the copy: it is said
+// by the caller's silence about git.
+func commitAll(dir, message string) error {
+	gitIn := func(args ...string) error {
+		cmd := exec.Command("git", append([]string{"-C", dir, "-c", "user.name=workbook", "-c", "user.email=workbook@localhost", "-c", "commit.gpgsign=false"}, args...)...)
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			return fmt.Errorf("git %s: %v: %s", strings.Join(args, " "), err, out)
+		}
+		return nil
+	}
+	if _, err := os.Stat(filepath.Join(dir, ".git")); err != nil {
+		if err := gitIn("init", "-q"); err != nil {
+			return err
+		}
+	}
+	if err := gitIn("add", "-A"); err != nil {
+		return err
+	}
+	return gitIn("commit", "-q", "--allow-empty", "-m", message)
+}
+
+// plural is "1 task", "2 tasks".
+func plural(n int, what string) string {
+	if n == 1 {
+		return "1 " + what
+	}
+	return fmt.Sprintf("%d %ss", n, what)
 }
 
 // byFile groups exercises by their file.
