@@ -2,6 +2,7 @@ package record
 
 import (
 	"encoding/binary"
+	"fmt"
 	"math/rand/v2"
 	"testing"
 
@@ -100,7 +101,7 @@ func TestEncodingMatchesKmsg(t *testing.T) {
 		b := randomBatch(rng)
 		ours, err := AppendBatch(nil, b)
 		require.NoError(t, err)
-		require.Equal(t, kmsgEncode(b), ours, "batch %d", i)
+		requireBatch(t, fmt.Sprintf("AppendBatch of random batch %d", i), kmsgEncode(b), ours)
 	}
 }
 

@@ -1,6 +1,7 @@
 package record
 
 import (
+	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"math"
@@ -29,7 +30,9 @@ func TestVarintEncoding(t *testing.T) {
 	}
 	for _, tt := range tests {
 		got := appendVarint(nil, tt.v)
-		require.Equal(t, tt.want, hex.EncodeToString(got), "encode %d", tt.v)
+		want, err := hex.DecodeString(tt.want)
+		require.NoError(t, err)
+		requireVarint(t, tt.v, want, got)
 		require.Equal(t, len(got), varintLen(tt.v), "varintLen %d", tt.v)
 		v, n := readVarint(got, 10)
 		require.Equal(t, len(got), n)
@@ -81,7 +84,7 @@ const goldenHex = "" +
 
 func TestGoldenBatchBytes(t *testing.T) {
 	got := goldenBatch(t)
-	require.Equal(t, goldenHex, hex.EncodeToString(got))
+	requireBatch(t, "AppendBatch of the golden batch", goldenBytes(t), got)
 
 	h, err := Validate(got)
 	require.NoError(t, err)
@@ -114,7 +117,7 @@ func TestPutHeaderBuildsABatchInPlace(t *testing.T) {
 		buf = records[i].AppendTo(buf)
 	}
 	PutHeader(buf, &h)
-	require.Equal(t, goldenHex, hex.EncodeToString(buf))
+	requireBatch(t, "PutHeader over a reserved header", goldenBytes(t), buf)
 
 	var plain []byte
 	for i := range records {
@@ -141,6 +144,10 @@ func TestOffsetAndEpochStampingKeepCRCValid(t *testing.T) {
 	b := goldenBatch(t)
 	SetBaseOffset(b, 1<<40)
 	SetPartitionLeaderEpoch(b, 99)
+	want := goldenBytes(t) // the same bytes, crc included, but for the two fields
+	binary.BigEndian.PutUint64(want[baseOffsetPos:], 1<<40)
+	binary.BigEndian.PutUint32(want[partitionLeaderEpochPos:], 99)
+	requireBatch(t, "the golden batch stamped with offset 1<<40 and epoch 99", want, b)
 	h, err := Validate(b)
 	require.NoError(t, err, "baseOffset and partitionLeaderEpoch lie outside the crc")
 	require.Equal(t, int64(1<<40), h.BaseOffset)
