@@ -13,6 +13,9 @@ import (
 // segment rebuilds it from the log.
 var errCorruptIndex = errors.New("commitlog: corrupt index")
 
+// build 01.F: the memory-mapped index file: map, search, resize, flush
+// tests: TestIndexLookupFindsTheLastEntryAtOrBelow, TestCorruptIndexesAreRebuilt
+
 // mmapIndex is the memory-mapped file under both index kinds (§2.1.7): a
 // file of fixed-size entries, preallocated while it belongs to the active
 // segment so that appends are stores into memory, and trimmed to its entries
@@ -194,3 +197,5 @@ func (idx *mmapIndex) close() error {
 	}
 	return err
 }
+
+// end build

@@ -316,6 +316,9 @@ func (l *Log) resumeAppends(s *segment) error {
 
 func (l *Log) activeSegment() *segment { return l.segments[len(l.segments)-1] }
 
+// build 01.J: the log's append path: check each batch, give it offsets, roll to a new segment when one is full
+// tests: TestAppendAssignsOffsetsInPlace, TestAppendRefusesBadBatchesAndWritesNothing, TestAppendAsLeaderStampsEpoch, TestAppendAsFollowerKeepsOffsetsAndRefusesGapsBackwards, TestRollOnSegmentBytes, TestRollOnSegmentMs
+
 // segmentIndexFor returns the index of the segment whose range holds offset:
 // the last one with a base offset <= offset, or -1.
 func (l *Log) segmentIndexFor(offset int64) int {
@@ -458,6 +461,8 @@ func (l *Log) Roll() error {
 	}
 	return l.roll("requested")
 }
+
+// end build
 
 // Flush forces everything appended so far to disk and moves the recovery
 // point to the log end offset.

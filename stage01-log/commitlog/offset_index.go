@@ -9,6 +9,9 @@ import (
 // offsetIndexEntrySize: relative offset int32 + file position int32.
 const offsetIndexEntrySize = 8
 
+// build 01.G: the offset index: relative offsets and positions, looked up and appended
+// tests: TestIndexLookupFindsTheLastEntryAtOrBelow, TestMissingIndexesAreRebuiltIdentically
+
 // offsetIndex is a segment's sparse offset index: one entry for roughly every
 // index.interval.bytes of log, mapping an offset to the file position of the
 // batch that holds it. A lookup finds the nearest entry at or below an
@@ -99,3 +102,5 @@ func (x *offsetIndex) sanityCheck(logSize int64) error {
 	}
 	return nil
 }
+
+// end build

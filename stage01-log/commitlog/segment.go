@@ -36,6 +36,9 @@ func segmentName(baseOffset int64) string { return fmt.Sprintf("%020d", baseOffs
 // recoveryWindow is how much recovery reads at a time.
 const recoveryWindow = 1 << 20
 
+// build 01.I: the segment: a .log file and its indexes; append, look up, recover, truncate, roll
+// tests: TestAppendAssignsOffsetsInPlace, TestReadReturnsRegionFromBatchHoldingOffset, TestRollOnSegmentBytes, TestRecoveryKeepsEveryWholeBatchBeforeATornTail, TestTruncateToRemovesTailAcrossSegments, TestMissingIndexesAreRebuiltIdentically
+
 // lookupWindow is how much a lookup reads at a time: the index puts an entry
 // every index.interval.bytes, so one interval plus a header covers the scan
 // from an entry to the batch sought, unless batches are large.
@@ -686,3 +689,5 @@ func (s *segment) remove() error {
 	}
 	return errors.Join(errs...)
 }
+
+// end build

@@ -8,6 +8,9 @@ import (
 // timeIndexEntrySize: timestamp int64 + relative offset int32.
 const timeIndexEntrySize = 12
 
+// build 01.H: the time index: timestamps that only grow, looked up and appended
+// tests: TestIndexLookupFindsTheLastEntryAtOrBelow, TestOffsetForTimestamp
+
 // timeIndex maps timestamps to offsets, for ListOffsets by time and for
 // time-based retention. Entries are added with the offset index's entries
 // but only when the timestamp grows, so timestamps strictly increase and
@@ -103,3 +106,5 @@ func (x *timeIndex) sanityCheck() error {
 	}
 	return nil
 }
+
+// end build

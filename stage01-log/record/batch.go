@@ -92,6 +92,9 @@ func (h *BatchHeader) NextOffset() int64 { return h.LastOffset() + 1 }
 // Size is the number of bytes the whole batch occupies.
 func (h *BatchHeader) Size() int { return int(h.Length) + LogOverhead }
 
+// build 01.D: read a batch's header: its size, its fields, its CRC
+// tests: TestPeekSize, TestBadInputGivesTypedErrors, TestOffsetAndEpochStampingKeepCRCValid, TestKmsgDecodesOurBatches
+
 // PeekSize reads a batch's baseOffset and total size from its first 12
 // bytes, the way a log scans batch by batch. It checks nothing else.
 func PeekSize(b []byte) (baseOffset int64, size int, err error) {
@@ -170,6 +173,8 @@ func SetBaseOffset(batch []byte, offset int64) {
 func SetPartitionLeaderEpoch(batch []byte, epoch int32) {
 	binary.BigEndian.PutUint32(batch[partitionLeaderEpochPos:], uint32(epoch))
 }
+
+// end build
 
 // Attributes are a batch's attribute bits.
 type Attributes int16

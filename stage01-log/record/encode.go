@@ -6,6 +6,9 @@ import (
 	"slices"
 )
 
+// build 01.C: write a record batch: records, header, CRC
+// tests: TestGoldenBatchBytes, TestPutHeaderBuildsABatchInPlace, TestAppendBatchRefusesWhatItCannotEncode, TestLastOffsetDeltaOverrideAndEmptyBatch, TestEncodingMatchesKmsg
+
 // Batch is a batch to encode: the header fields a producer chooses, and the
 // records. AppendBatch derives the rest (length, counts, max timestamp, CRC).
 type Batch struct {
@@ -146,3 +149,5 @@ func AppendEmptyBatch(dst []byte, h *BatchHeader) []byte {
 	PutHeader(dst[start:], &empty)
 	return dst
 }
+
+// end build

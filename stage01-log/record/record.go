@@ -6,6 +6,9 @@ import (
 	"sync"
 )
 
+// build 01.B: a record's size and its encoding
+// tests: TestGoldenBatchBytes, TestEncodingMatchesKmsg
+
 // Record is one record of a batch. When it comes from an Iterator, Key,
 // Value and the headers alias the batch's bytes: they are valid as long as
 // those bytes are, and copying them is the caller's choice.
@@ -71,6 +74,11 @@ func appendBytes(dst, b []byte) []byte {
 	}
 	return append(appendVarint(dst, int64(len(b))), b...)
 }
+
+// end build
+
+// build 01.E: the record iterator: a batch's records, decoded without allocating per record
+// tests: TestIteratorDecodesRecords, TestIteratorDoesNotAllocatePerRecord, TestMalformedRecordsAreInvalidRecord, TestWeDecodeKmsgBatches, TestCompressedBatchesRoundTrip
 
 // Iterator walks records without allocating per record: Record returns the
 // same *Record each time, refilled.
@@ -318,3 +326,5 @@ func (d *decoder) bytes() []byte {
 	d.b = d.b[n:]
 	return b
 }
+
+// end build

@@ -7,6 +7,9 @@ import "math/bits"
 // take one byte, and the varint stores 7 bits per byte, low groups first,
 // with the high bit set on every byte but the last.
 
+// build 01.A: zigzag varints: encode, size and decode
+// tests: TestVarintEncoding, TestReadVarintRejectsTruncatedAndOverlong
+
 // appendVarint appends v as a zigzag varint. Kafka's varint (int32) and
 // varlong (int64) share the encoding; only the range differs.
 func appendVarint(dst []byte, v int64) []byte {
@@ -51,3 +54,5 @@ func readVarint(b []byte, maxBytes int) (v int64, n int) {
 	}
 	return 0, 0
 }
+
+// end build
