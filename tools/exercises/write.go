@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"go/parser"
+	"go/token"
 	"io"
 	"io/fs"
 	"os"
@@ -96,7 +98,7 @@ func write(w io.Writer, root, dir string, stages []string, opts writeOptions) er
 			copied++
 		}
 	}
-	if err := writeSolutions(root, dir, exs); err != nil {
+	if err := writeSolutions(root, dir, exs, blanked); err != nil {
 		return err
 	}
 	m := manifest{Track: track, Stages: stages, Exercises: []string{}}
@@ -163,8 +165,8 @@ func writeManifest(dir string, m manifest) error {
 }
 
 // writeSolutions keeps, in the copy, the reference's code of each task it
-// blanks.
-func writeSolutions(root, dir string, exs []*Exercise) error {
+// blanks, with the imports its file lost when it was blanked.
+func writeSolutions(root, dir string, exs []*Exercise, blanked map[string][]byte) error {
 	if len(exs) == 0 {
 		return nil
 	}
@@ -177,11 +179,41 @@ func writeSolutions(root, dir string, exs []*Exercise) error {
 			return err
 		}
 		text := solutionText(e, src)
+		if lost := lostImports(e.File, src, blanked[e.File]); len(lost) > 0 {
+			text = strings.Replace(text, "\n\n", "\n// imports the file lost when it was blanked, to add back as the code needs them: "+strings.Join(lost, ", ")+"\n\n", 1)
+		}
 		if err := os.WriteFile(filepath.Join(dir, solutionsDir, e.ID+".txt"), []byte(text), 0o644); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// lostImports lists the imports of orig that blanked no longer has.
+func lostImports(file string, orig, blanked []byte) []string {
+	specs := func(src []byte) []string {
+		f, err := parser.ParseFile(token.NewFileSet(), file, src, parser.ImportsOnly)
+		if err != nil {
+			return nil
+		}
+		var out []string
+		for _, is := range f.Imports {
+			spec := is.Path.Value
+			if is.Name != nil {
+				spec = is.Name.Name + " " + spec
+			}
+			out = append(out, spec)
+		}
+		return out
+	}
+	after := specs(blanked)
+	var lost []string
+	for _, s := range specs(orig) {
+		if !slices.Contains(after, s) {
+			lost = append(lost, s)
+		}
+	}
+	return lost
 }
 
 // solutionText is a task's reference code as a learner should read it:
