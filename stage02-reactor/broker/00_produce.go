@@ -89,6 +89,9 @@ func ProduceAPI(a Appender) API {
 		}}
 }
 
+// build 02.G: the Produce handler: validate each batch as Kafka's LogValidator does, append, answer per partition
+// tests: TestProduceValidationFollowsKafkasLogValidator, TestProduceErrorsAreKafkaCodes, TestMaxTimestampOffsetIsTheNewestRecordWhateverTheProducerWrote, TestCorruptProduceBatchIsRefusedAndNothingAppended, TestFranzGoProducesAndConsumes
+
 func handleProduce(r *Request, a Appender) {
 	req := r.Body.(*kmsg.ProduceRequest)
 	var refused int16 // as Kafka: an invalid acks refuses every partition, and nothing is appended
@@ -339,3 +342,5 @@ func (b *Broker) AppendFailed(tp commitlog.TopicPartition, err error) int16 {
 	}
 	return code
 }
+
+// end build

@@ -15,6 +15,9 @@ import (
 	"golang.org/x/sys/unix"
 )
 
+// build 02.B: the acceptor: accept, prepare the socket, hand it round-robin to a processor
+// tests: TestOneRoundTrip, TestMaxConnections, TestAtTheDescriptorLimitANewClientIsClosedAtOnce
+
 // Acceptor is the entry of §3.1: one goroutine that waits for OP_ACCEPT on
 // the listening socket (here: EPOLLIN in its own epoll set), accepts,
 // prepares each socket (non-blocking, TCP_NODELAY, SO_KEEPALIVE, SO_SNDBUF)
@@ -387,3 +390,5 @@ func sockaddrToTCP(sa unix.Sockaddr) *net.TCPAddr {
 	}
 	return &net.TCPAddr{}
 }
+
+// end build

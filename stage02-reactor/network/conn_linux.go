@@ -11,6 +11,9 @@ import (
 	"golang.org/x/sys/unix"
 )
 
+// build 02.C: a connection: read size-prefixed frames, write responses across partial writes, mute and unmute
+// tests: TestLargeResponsesSurvivePartialWrites, TestBadFramesCloseOnlyTheirConnection, TestFrameOfMaxSizeIsAccepted, TestBytesReadAheadOfAMutedConnectionKeepTheirOrder, TestPipelinedRequestsAreAnsweredInOrder
+
 // conn is one connection of the reactor (Kafka: a KafkaChannel with its
 // NetworkReceive and Send). Every field but fd, proc, id and the addresses
 // belongs to the owning Processor's goroutine and is touched by nothing
@@ -545,3 +548,5 @@ func classifyIOError(err error) closeReason {
 	}
 	return closedOnError
 }
+
+// end build

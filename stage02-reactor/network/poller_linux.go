@@ -13,6 +13,9 @@ import (
 	"golang.org/x/sys/unix"
 )
 
+// build 02.A: the poller: epoll, an eventfd to wake it, and a wait that does not hold an OS thread
+// tests: TestOneRoundTrip, TestThousandConcurrentConnectionsAreServed
+
 // poller is one epoll instance plus an eventfd registered in it: Kafka's
 // java.nio Selector with its wakeup(). Every Processor, and the Acceptor,
 // owns one. The owner waits in wait; any other goroutine hands it work by
@@ -215,3 +218,5 @@ func (p *poller) close() error {
 	}
 	return nil
 }
+
+// end build

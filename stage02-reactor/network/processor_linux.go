@@ -12,6 +12,9 @@ import (
 	"golang.org/x/sys/unix"
 )
 
+// build 02.D: the processor: its connections' events, the request channel under back-pressure, responses in order
+// tests: TestPipelinedRequestsAreAnsweredInOrder, TestBackPressureLosesNothing, TestIdleConnectionsAreReaped, TestShutdownLetsInFlightRequestsFinish, TestMemoryPoolHoldsBackNewFrames, TestClientThatNeverReadsDoesNotSlowOthers
+
 // Processor is the first layer of §3.1: one of num.network.threads
 // goroutines, each with its own epoll instance (Kafka: its own Selector)
 // and its own connections, handed to it round-robin by the Acceptor. It
@@ -618,3 +621,5 @@ func (p *Processor) exit() {
 	}
 	close(p.done)
 }
+
+// end build

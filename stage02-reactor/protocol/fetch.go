@@ -63,6 +63,9 @@ type AbortedTxn struct {
 	FirstOffset int64
 }
 
+// build 02.F: a fetch response as sends: encoded bytes with the log's file regions between them, for sendfile
+// tests: TestFetchResponseSendsDecodeWithKmsgAtEveryVersion, TestFetchResponseOver2GiBIsRefused, TestFetchResponseSendsKeepsRegionsAsRegions
+
 // FetchResponseSends encodes a whole fetch response (size prefix and
 // header included) at version h.APIVersion as a list of sends: encoded bytes
 // with each partition's records in between, so that the records can go from
@@ -196,3 +199,5 @@ func (e *sendEncoder) finish() ([]network.Send, error) {
 	binary.BigEndian.PutUint32(e.sends[0].Bytes, uint32(e.size-4))
 	return e.sends, nil
 }
+
+// end build

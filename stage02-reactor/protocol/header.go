@@ -36,6 +36,9 @@ type Header struct {
 // Versions reports the versions of an API key that the broker implements.
 type Versions func(key int16) (min, max int16, ok bool)
 
+// build 02.E: the request header: parse it (v1 and v2, tagged fields), and frame a response
+// tests: TestParseRequestHeaderV1AndV2, TestParseRequestNeedsAWholeHeader, TestParseRequestNullClientID, TestParseRequestRefusals, TestAppendResponseHeaders
+
 // ParseRequest reads a request (the bytes after its size prefix): the
 // header, then the body with kmsg at the header's version. versions decides
 // which keys and versions are accepted. On ErrUnknownAPIKey or
@@ -147,3 +150,5 @@ func (r *reader) uvarint() uint64 {
 	r.b = r.b[n:]
 	return v
 }
+
+// end build

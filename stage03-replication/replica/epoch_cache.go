@@ -23,6 +23,9 @@ const (
 	UndefinedOffset int64 = -1
 )
 
+// build 03.A: the leader epoch cache: assign, answer OffsetsForLeaderEpoch, truncate, checkpoint
+// tests: TestEpochCacheAnswersOffsetForLeaderEpoch, TestEpochCacheAnswersForAnEpochOlderThanItsFirst, TestEpochCacheIgnoresOlderEpochsAndDropsTruncatedOnes, TestEpochCacheTruncation, TestEpochCacheIsKafkasCheckpointFile
+
 // EpochEntry says that leader epoch Epoch began at offset StartOffset: the
 // first batch that leader appended.
 type EpochEntry struct {
@@ -287,3 +290,5 @@ func (c *LeaderEpochCache) EpochForOffset(offset int64) int32 {
 	}
 	return c.entries[i-1].Epoch
 }
+
+// end build

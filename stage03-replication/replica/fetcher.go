@@ -183,6 +183,9 @@ func (f *fetcher) delay(tp commitlog.TopicPartition, s *fetchState, err error) {
 	f.logger.Info("partition fetch delayed", "partition", tp, "err", err, "backoff", f.m.cfg.FetchBackoff)
 }
 
+// build 03.D: the replica fetcher: truncate by OffsetsForLeaderEpoch, then fetch and append
+// tests: TestAnEpochThatStartsAtOurLogEndIsForgottenWhenTheLeaderAnswers, TestFollowerTruncatesWhereTheLeadersAnswerSays, TestAFollowerCatchingUpBoundsTheHighWatermark
+
 func (f *fetcher) run() {
 	defer close(f.done)
 	var client *protocol.Client
@@ -497,3 +500,5 @@ func (f *fetcher) handlePartition(tp commitlog.TopicPartition, s *fetchState, rp
 	}
 	return false
 }
+
+// end build

@@ -1,5 +1,8 @@
 package replica
 
+// build 03.B: the high watermark and who counts for it
+// tests: TestHighWatermarkIsTheSmallestLogEndOffset, TestQuorumDecidesWhoCountsForTheHighWatermark
+
 // HighWatermark is the high watermark a leader computes (§1.2): the
 // smallest log end offset among itself and the followers that count. Every
 // replica that counts has every offset below it, so it is the offset below
@@ -49,3 +52,5 @@ func (AllReplicas) Counted(local int32, replicas, _ []int32) []int32 {
 	}
 	return out
 }
+
+// end build

@@ -16,6 +16,9 @@ var ErrPolicyViolation = errors.New("replica: records of a partition without cle
 // high watermark" (Kafka's DeleteRecordsRequest.HIGH_WATERMARK).
 const DeleteRecordsHighWatermark = -1
 
+// build 03.E: the log start offset: DeleteRecords on the leader, and the low watermark
+// tests: TestDeleteRecordsOnLeaderStopsAtTheHighWatermarkAndWaitsForEveryReplica, TestFollowerCopiesItsLeadersLogStartUpToItsHighWatermark
+
 // DeleteRecordsOnLeader moves the log start offset of the partition this
 // broker leads to offset (DeleteRecordsHighWatermark: its high watermark),
 // as Kafka's Partition.deleteRecordsOnLeader: records below it are gone for
@@ -120,3 +123,5 @@ func (p *Partition) logStartAdvanced(start int64, n *news) {
 	}
 	n.add(func() { p.listener.LogStartAdvanced(p, start) })
 }
+
+// end build

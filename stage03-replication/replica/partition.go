@@ -217,6 +217,9 @@ func (p *Partition) wakeWaitersLocked() {
 	p.Appended.Notify()
 }
 
+// build 03.C: the partition's replication: leader and follower, appends, follower fetch state, the high watermark, truncation
+// tests: TestLeaderHighWatermarkWaitsForEveryReplicaAndNeverGoesBack, TestLeaderStampsAndRecordsItsEpoch, TestFollowerLearnsEpochsFromBatchesAndTakesTheLeadersHighWatermark, TestLastCaughtUpTimeFollowsKafkasRule, TestAppendUnderMinISRWritesNothing, TestFollowerHighWatermarkFollowsTheLeaderEvenBackwards
+
 // MakeLeader makes this broker the partition's leader at s.LeaderEpoch. The
 // epoch starts at the log end offset: the first offset this leader will
 // assign (Kafka's maybeAssignEpochStartOffset). The followers' log end
@@ -679,3 +682,5 @@ func (p *Partition) truncateFullyAndStartAt(offset int64, n *news) error {
 	n.add(func() { p.listener.Truncated(p, offset) })
 	return nil
 }
+
+// end build

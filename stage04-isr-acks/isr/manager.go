@@ -189,6 +189,9 @@ func (m *Manager) Fenced() []commitlog.TopicPartition {
 	return out
 }
 
+// build 04.H: the ISR manager: shrink on a timer, expand after a fetch, write the change behind a conditional update
+// tests: TestIsrChangesAreNotifiedInOneBatchOnceTheyStopComing, TestIsrChangesThatKeepComingAreNotifiedWithinMaxDelay, TestALeaderAndIsrArrivingWhileAnISRChangeWaitsWins
+
 // Shrink queues the removal of the out-of-sync followers from the ISR of
 // every partition this broker leads. It returns the partitions whose
 // change it queued.
@@ -267,3 +270,5 @@ func (m *Manager) submit(c *isrChange) bool {
 	}
 	return true
 }
+
+// end build

@@ -15,6 +15,9 @@ import (
 // The seed's 10 s was the default before.
 const DefaultLagTimeMax = 30 * time.Second
 
+// build 04.E: the ISR rules: who falls out of sync, who may join
+// tests: TestOutOfSyncFollowsLastCaughtUpTimeNotLastFetch, TestOutOfSyncPassesOverAnIDThatIsNoLongerAReplica, TestCanJoinNeedsTheHighWatermarkAndTheEpochStart, TestWithAndWithoutKeepTheOrderMembersJoinedIn
+
 // OutOfSync returns the followers in isr that have fallen out of sync: a
 // follower whose log end offset differs from the leader's and that has not
 // caught up for longer than maxLag. A follower that keeps fetching but
@@ -78,3 +81,5 @@ type Quorum struct{}
 func (Quorum) Counted(local int32, _, isr []int32) []int32 {
 	return replica.AllReplicas{}.Counted(local, isr, nil)
 }
+
+// end build

@@ -31,6 +31,9 @@ const (
 // must be at most 5 for idempotence).
 const BatchesKept = 5
 
+// build 04.F: the producer state: each producer's last batches, the sequence rules, duplicates
+// tests: TestARetriedBatchIsADuplicateAnsweredWithItsOffsets, TestSequenceRules, TestSequencesWrapAtMaxInt32, TestAnUnknownProducerIsAcceptedAtAnySequence, TestRetentionAndTruncationForgetBatches, TestFollowersBuildTheSameState, TestIdleProducersExpire
+
 // Batch is what a partition remembers of one appended batch.
 type Batch struct {
 	FirstSeq, LastSeq       int32
@@ -306,3 +309,5 @@ func (s *State) Len() int {
 	defer s.mu.Unlock()
 	return len(s.producers)
 }
+
+// end build

@@ -45,6 +45,9 @@ type CompletedTxn struct {
 	Aborted     bool
 }
 
+// build 04.I: the partition's transactions: open ones, markers, the last stable offset
+// tests: TestTheLastStableOffsetWaitsForOpenTransactions, TestTransactionalChecks, TestTruncationReopensATransactionWhoseMarkerItCuts, TestASnapshotKeepsOpenTransactionsAndMarkers, TestAnOpenTransactionIsNotExpired, TestOpeningHoldsTheLSOBeforeTheFirstBatchIsRecorded
+
 // CheckTransactional refuses a data batch that does not fit the producer's
 // transaction: a non-transactional batch while the producer has one open
 // (Kafka's ProducerAppendInfo.updateCurrentTxnFirstOffset).
@@ -213,3 +216,5 @@ func (s *State) OpenTxns() map[int64]int64 {
 	defer s.mu.Unlock()
 	return maps.Clone(s.open)
 }
+
+// end build

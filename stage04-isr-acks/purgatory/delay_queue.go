@@ -5,6 +5,9 @@ import (
 	"sync"
 )
 
+// build 04.C: the delay queue: each non-empty bucket once, earliest first
+// tests: TestTheDelayQueueHoldsEachBucketOnce, TestOperationExpiresWithinOneTickOfItsDeadline
+
 // delayQueue holds the non-empty buckets of every wheel, earliest
 // expiration first (Kafka uses java.util.concurrent.DelayQueue). However
 // many deadlines are pending, it holds at most one entry per bucket: 20 per
@@ -70,3 +73,5 @@ func (h *bucketHeap) Pop() any {
 	*h = old[:len(old)-1]
 	return b
 }
+
+// end build

@@ -86,6 +86,9 @@ func (p *Purgatory[K]) shard(key K) *watcherShard[K] {
 	return &p.watchers[maphash.Comparable(p.seed, key)%shards]
 }
 
+// build 04.G: the purgatory: try, else watch by key; complete on a check; expire; purge
+// tests: TestOperationThatCanCompleteCompletesAtOnce, TestOperationCompletesWhenAKeyItWatchesIsChecked, TestPurgeSweepsOperationsCompletedThroughAnotherKey, TestShutdownExpiresWhatIsPending
+
 // TryCompleteElseWatch completes op now if it can; otherwise it watches op
 // under every key and starts its timeout. It reports whether op completed
 // here. As in Kafka, op is tried again after it is watched: a change that
@@ -257,3 +260,5 @@ func (p *Purgatory[K]) Shutdown() {
 		d.expire()
 	}
 }
+
+// end build

@@ -11,6 +11,9 @@ const (
 	wheelSize = 20
 )
 
+// build 04.D: the timer: add deadlines, advance the clock, flush what is due
+// tests: TestOperationExpiresWithinOneTickOfItsDeadline, TestDeadlinesAddedWhileTheClockRunsExpireOnTime, TestReaperExpiresOnTheRealClock
+
 // timer drives the timing wheels (Kafka's SystemTimer). Adds take the read
 // lock and run concurrently (buckets lock themselves); advance takes the
 // write lock, since it moves the wheels' current time under the adds' feet.
@@ -78,3 +81,5 @@ func (t *timer) advanceLocked(now int64) []*delayed {
 
 // size is the number of deadlines on the wheels.
 func (t *timer) size() int64 { return t.counter.Load() }
+
+// end build

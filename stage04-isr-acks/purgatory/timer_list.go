@@ -5,6 +5,9 @@ import (
 	"sync/atomic"
 )
 
+// build 04.A: a bucket of the timing wheel: a doubly linked list of deadlines
+// tests: TestOperationExpiresWithinOneTickOfItsDeadline, TestEveryOperationCompletesExactlyOnceUnderConcurrentCompletionAndExpiry
+
 // timerEntry is one deadline on the wheels (Kafka's TimerTaskEntry). It
 // moves between buckets as the wheels turn; cancelling it unlinks it from
 // whichever bucket holds it at that moment.
@@ -98,3 +101,5 @@ func (b *bucket) flush(reinsert func(*timerEntry)) {
 	}
 	b.expiration.Store(-1)
 }
+
+// end build

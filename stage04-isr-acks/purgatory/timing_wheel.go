@@ -5,6 +5,9 @@ import (
 	"sync/atomic"
 )
 
+// build 04.B: a timing wheel and its overflow wheel
+// tests: TestOperationExpiresWithinOneTickOfItsDeadline, TestDeadlinesAddedWhileTheClockRunsExpireOnTime, TestTimeoutUnderOneTickExpiresAtOnce
+
 // timingWheel is one wheel of the hierarchy (Kafka's TimingWheel): size
 // buckets of tick ms each, spanning interval = tick*size ms from
 // currentTime. Deadlines past its span go to the overflow wheel, whose tick
@@ -91,3 +94,5 @@ func (w *timingWheel) advance(ms int64) {
 		o.advance(w.currentTime)
 	}
 }
+
+// end build

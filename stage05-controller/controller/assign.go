@@ -12,6 +12,9 @@ import (
 	"slices"
 )
 
+// build 05.D: replica assignment without racks, as a Kafka 2.8 broker places replicas
+// tests: TestAssignReplicasExpected, TestAssignReplicasKafkaDocTable, TestAssignReplicasErrors, TestAssignReplicasProperties, TestAssignReplicasUnevenPartialRound, TestAssignNewPartitionsContinuesTheTopicsRounds
+
 var (
 	// ErrInvalidPartitions is the error of a partition count below 1; the
 	// CreateTopics handler answers INVALID_PARTITIONS (37) for it.
@@ -136,3 +139,5 @@ func assignRackUnaware(firstPartition, partitions, replicationFactor int, broker
 	}
 	return out
 }
+
+// end build

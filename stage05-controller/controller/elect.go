@@ -6,6 +6,9 @@ import (
 	"github.com/kafkaworkbook/workbook/stage04-isr-acks/isr"
 )
 
+// build 05.B: the controller's leader elections: offline, controlled shutdown, preferred; dead brokers out of the ISR
+// tests: TestOfflineElectionTakesTheFirstLiveISRMemberInAssignmentOrder, TestControlledShutdownAndPreferredElections, TestADeadBrokerLeavesTheISRButTheISRNeverEmpties
+
 // The controller's leader elections (Kafka's
 // PartitionLeaderElectionAlgorithms). Each takes the assignment in
 // preference order, the ISR, and which brokers may lead; each returns the
@@ -99,3 +102,5 @@ func withoutReplicas(s isr.PartitionState, gone func(int32) bool) isr.PartitionS
 	return out
 	// end exercise
 }
+
+// end build

@@ -9,6 +9,9 @@ import (
 	"github.com/kafkaworkbook/workbook/stage05-controller/kafkazk"
 )
 
+// build 05.J: controlled shutdown: move leadership off a stopping broker, then take it out of the ISRs
+// tests: TestControlledShutdownOfAFollowerBumpsTheLeaderEpoch, TestAControlledShutdownStopsAFollowerOnlyOnceItIsOutOfTheISR, TestControlledShutdownAndPreferredElections
+
 // Errors of ControlledShutdown, mapped to Kafka's error codes by the
 // handler of the request.
 var (
@@ -128,3 +131,5 @@ func (c *Controller) controlledShutdown(id int32, brokerEpoch int64) ([]commitlo
 		"remaining", len(remaining))
 	return remaining, nil
 }
+
+// end build

@@ -9,6 +9,9 @@ import (
 	"github.com/kafkaworkbook/workbook/stage01-log/commitlog"
 )
 
+// build 05.C: the partition and replica state machines: the transitions Kafka allows
+// tests: TestStateMachinesRefuseTransitionsKafkaForbids
+
 // Kafka's controller keeps two state machines, with these names, and
 // checks every transition against the states it may come from: a
 // transition from anywhere else is a bug, logged and refused, not made.
@@ -192,3 +195,5 @@ func (c *Controller) StateMachines() (map[commitlog.TopicPartition]PartitionStat
 		return nil, nil, ErrNotController
 	}
 }
+
+// end build

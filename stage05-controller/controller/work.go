@@ -14,6 +14,9 @@ import (
 	"github.com/kafkaworkbook/workbook/stage05-controller/kafkazk"
 )
 
+// build 05.I: the controller's work: failover, leader elections, broker deaths and births, topic and ISR changes
+// tests: TestOneControllerAtATimeAndTheEpochOnlyGrows, TestControlledShutdownOfAFollowerBumpsTheLeaderEpoch, TestPartitionModificationsCreateNewPartitionsUnlessTheTopicIsBeingDeleted
+
 // What the active controller does, event by event. Every function here
 // runs on the event goroutine.
 
@@ -719,3 +722,5 @@ func dedupe(tps []commitlog.TopicPartition) []commitlog.TopicPartition {
 	slices.SortFunc(tps, commitlog.TopicPartition.Compare)
 	return slices.Compact(tps)
 }
+
+// end build

@@ -13,6 +13,9 @@ import (
 	"github.com/kafkaworkbook/workbook/stage01-log/commitlog"
 )
 
+// build 05.E: a consumer group: its states and members
+// tests: TestJoinGroupAsksForMemberIDThenCompletesAloneWithGenerationOne, TestListGroupsFiltersByState, TestHeartbeatAnswers
+
 // State is a group's state, with Kafka's names (GroupState.scala):
 //
 //	                 member joins, leaves or fails
@@ -394,3 +397,5 @@ func (g *Group) subscribedTopics() (topics map[string]bool, ok bool) {
 	}
 	return topics, true
 }
+
+// end build

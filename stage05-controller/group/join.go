@@ -9,6 +9,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
+// build 05.F: the rebalance protocol: JoinGroup, SyncGroup, Heartbeat, LeaveGroup, session and rebalance timeouts, static members
+// tests: TestJoinGroupAsksForMemberIDThenCompletesAloneWithGenerationOne, TestFirstMemberLeadsAndFollowersSyncGroupWaitsForTheLeaders, TestHeartbeatAnswers, TestSessionTimeoutRemovesTheSilentMember, TestMemberNotRejoiningWithinRebalanceTimeoutIsRemoved, TestLeaveGroupBatchByMemberIDAndInstanceID, TestStaticMemberRejoinKeepsAssignmentWithoutRebalance
+
 // JoinRequest is a JoinGroup request with what the connection knows about
 // its client.
 type JoinRequest struct {
@@ -737,3 +740,5 @@ func (d *delayedHeartbeat) OnExpiration() {
 	}
 	c.removeMember(g, m, "session timed out")
 }
+
+// end build

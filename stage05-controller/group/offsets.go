@@ -9,6 +9,9 @@ import (
 	"github.com/kafkaworkbook/workbook/stage01-log/commitlog"
 )
 
+// build 05.G: committed offsets: OffsetCommit after the append, OffsetFetch, DeleteGroups, OffsetDelete
+// tests: TestOffsetCommitByMemberOfStableGroup, TestSimpleConsumerCommitsWithGenerationMinusOneWhileEmpty, TestOffsetCommitRefusesStaleAndUnknownMembersAndCommitsDuringAssignment, TestOffsetCommitWaitsForTheAppendAndAppliesNothingIfItFails, TestOffsetFetchV8BatchesGroups, TestDeleteGroups
+
 // OffsetCommit handles an OffsetCommit request: the offsets are appended
 // to the group's partition of __consumer_offsets with acks=all, and only
 // then applied and acknowledged. A member commits with its generation; a
@@ -428,3 +431,5 @@ func (c *Coordinator) OffsetDelete(req *kmsg.OffsetDeleteRequest, respond func(*
 		respond(resp)
 	})
 }
+
+// end build

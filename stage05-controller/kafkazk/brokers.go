@@ -12,6 +12,9 @@ import (
 	"github.com/go-zookeeper/zk"
 )
 
+// build 05.A: brokers in ZooKeeper: register, list, and run for controller
+// tests: TestZooKeeperLayout
+
 // RegisteredBroker is a live broker as /brokers/ids shows it: its
 // registration and its epoch.
 type RegisteredBroker struct {
@@ -223,3 +226,5 @@ func (c *Client) ResignController() error {
 	}
 	return nil
 }
+
+// end build

@@ -441,6 +441,9 @@ func (l later) run() {
 	}
 }
 
+// build 05.H: the transaction coordinator's state machine: InitProducerId and fencing, AddPartitions, EndTxn, markers, timeouts
+// tests: TestATransactionCommitsThroughItsStates, TestInitProducerIDFencesAZombieAndAbortsItsTransaction, TestMarkersAreSentAgainUntilWritten, TestRequestsAreChecked, TestATimedOutTransactionIsAbortedAndItsProducerFenced, TestIdleIDsExpireAndListFilters, TestAddPartitionsWaitsForTheLastTransactionsMarkers
+
 // InitRequest is an InitProducerId with a transactional id.
 type InitRequest struct {
 	ID         string
@@ -854,3 +857,5 @@ func (c *Coordinator) List(states []State, pids []int64, openFor time.Duration) 
 	}
 	return out, 0
 }
+
+// end build

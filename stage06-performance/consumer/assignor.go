@@ -4,6 +4,9 @@ import (
 	"slices"
 )
 
+// build 06.G: the partition assignors: range and round-robin, as Kafka splits
+// tests: TestAssignorsSplitLikeKafkas
+
 // An assignor is a partition.assignment.strategy: the group leader runs
 // it, client side, on every member's subscription (the coordinator only
 // relays the result, which is why a group's members must share one).
@@ -104,3 +107,5 @@ func sortedKeys[V any](m map[string]V) []string {
 	slices.Sort(keys)
 	return keys
 }
+
+// end build

@@ -14,6 +14,9 @@ import (
 	"github.com/kafkaworkbook/workbook/stage06-performance/wire"
 )
 
+// build 06.F: the consumer's fetcher: one Fetch session per leader, records ahead of poll
+// tests: TestReadsBackWhatFranzGoProduced, TestALeaderChangeMovesPartitionsToTheNewLeadersFetcher, TestPollStartsWhereAutoOffsetResetSays
+
 // fetchVersion is the highest Fetch version this client sends: v13 names
 // topics by ID (KIP-516).
 const fetchVersion = 12
@@ -295,3 +298,5 @@ func (f *fetcher) resolve(conn *wire.Conn, parts []*partitionState) error {
 	}
 	return nil
 }
+
+// end build

@@ -11,6 +11,9 @@ import (
 	"github.com/kafkaworkbook/workbook/stage01-log/record"
 )
 
+// build 06.I: poll: records from the fetched batches, decompressed, aborted transactions skipped, positions advanced
+// tests: TestReadsBackWhatFranzGoProduced, TestReadCommittedSkipsAbortedTransactions, TestPollStartsWhereAutoOffsetResetSays
+
 // Record is one consumed record.
 //
 // Key, Value and Headers alias the fetched bytes, or a buffer the
@@ -342,3 +345,5 @@ func (p *poller) touch(s *partitionState) {
 	}
 	p.touched = append(p.touched, s)
 }
+
+// end build

@@ -11,6 +11,9 @@ import (
 	"github.com/kafkaworkbook/workbook/stage01-log/record"
 )
 
+// build 06.C: the record accumulator: a deque of batches per partition, linger and batch.size, what is ready to drain
+// tests: TestALoneRecordWaitsLingerMs, TestFlushSendsALingeringBatchAtOnce, TestBatchesFillUpToBatchSize, TestAFullBatchLeavesWithoutWaitingOutLinger, TestExhaustedBufferMemoryBlocksProduceThenFails
+
 // The RecordAccumulator of seed §2.2.1: one deque of batches per
 // partition. Produce appends a record to the last batch of its partition's
 // deque, or opens a new batch with a buffer from the BufferPool; each
@@ -447,3 +450,5 @@ func (a *accumulator) awaitIncomplete() []chan struct{} {
 	}
 	return out
 }
+
+// end build

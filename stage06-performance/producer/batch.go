@@ -7,6 +7,9 @@ import (
 	"github.com/kafkaworkbook/workbook/stage01-log/record"
 )
 
+// build 06.B: a producer batch: records appended into a pooled buffer, closed into a Kafka batch
+// tests: TestBatchesFillUpToBatchSize, TestEveryCodecRoundTrips, TestARecordLargerThanBatchSizeGetsABufferOfItsOwn
+
 // A batch is Kafka's ProducerBatch: the records of one partition that
 // travel together, encoded in place into a buffer from the BufferPool as
 // they are appended. The buffer starts with record.HeaderSize bytes
@@ -192,3 +195,5 @@ func (b *batch) compress(codec record.Codec) {
 	*s = out
 	scratch.Put(s)
 }
+
+// end build

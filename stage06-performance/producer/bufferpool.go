@@ -8,6 +8,9 @@ import (
 	"time"
 )
 
+// build 06.A: the buffer pool: batch-size buffers reused, memory bounded, waiters served in order
+// tests: TestBufferPoolReusesBatchSizeBuffers, TestBufferPoolExhaustedBlocksThenFailsAfterMaxBlock, TestBufferPoolFreedBufferUnblocksTheOldestWaiter, TestBufferPoolWaiterGivesUpWithItsContext, TestBufferPoolFreesPooledBuffersForALargerRequest, TestBufferPoolALargeWaiterIsNotOvertakenBySmallOnes
+
 // ErrBufferExhausted: Produce waited max.block.ms for buffer memory and
 // none came back (Kafka's BufferExhaustedException).
 var ErrBufferExhausted = errors.New("producer: failed to allocate memory within the configured max blocking time")
@@ -228,3 +231,5 @@ func (p *BufferPool) Close() {
 	}
 	p.waiters = nil
 }
+
+// end build

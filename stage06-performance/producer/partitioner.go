@@ -6,6 +6,9 @@ import (
 	"sync"
 )
 
+// build 06.D: the partitioner: Kafka's murmur2 of the key
+// tests: TestMurmur2MatchesKafka, TestKeyPartitionClearsTheSignBitAsKafkasToPositive
+
 // Kafka's default partitioner, as every Kafka client implements it so that
 // a key lands on the same partition whichever client produced it:
 //
@@ -121,3 +124,5 @@ func (s *stickyPartitions) nextLocked(topic string, prev int32, parts []*partiti
 	s.byName[topic] = next
 	return next
 }
+
+// end build

@@ -10,6 +10,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
+// build 06.E: a sender per broker: drain ready batches into Produce requests, five in flight, handle each answer
+// tests: TestEverySenderAcknowledgesEachRecordOnceInOrderWithFiveInFlight, TestABrokerWhoseAnswersAreHeldDoesNotStallTheOthers, TestOrderPerPartitionHoldsWithFiveRequestsInFlight
+
 // A sender drives one broker connection (see the package comment for why
 // one goroutine per broker rather than Kafka's single Sender thread): it
 // drains the batches of the partitions that broker leads into a Produce
@@ -339,3 +342,5 @@ func (p *Producer) fail(b *batch, err error, inFlight bool) {
 	}
 	p.acc.done(b)
 }
+
+// end build

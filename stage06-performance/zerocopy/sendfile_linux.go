@@ -10,6 +10,9 @@ import (
 	"github.com/kafkaworkbook/workbook/stage02-reactor/network"
 )
 
+// build 06.H: sendfile(2): a file region to a socket, resumable across partial writes
+// tests: TestSendfileWritesTheRegionAcrossPartialWrites, TestSendfilePastTheEndOfTheFileIsAnError
+
 // maxChunk bounds one sendfile call: Linux moves at most 0x7ffff000 bytes
 // a call anyway, and a loopback socket takes far less before it would
 // block.
@@ -58,3 +61,5 @@ const Zero = true
 // Default is the sender a broker uses unless it asks for copies:
 // sendfile(2) on Linux.
 func Default() network.RegionSender { return SendfileRegionSender{} }
+
+// end build
