@@ -151,6 +151,7 @@ func TestATimeoutIsBlamedOnTheTaskThatHangs(t *testing.T) {
 	require.Equal(t, "01.I", h.task.ID)
 	require.Equal(t, "stage01-log/commitlog/segment.go:431", h.where)
 	require.Nil(t, hangingTask(dump[:2], tasks))
+	require.True(t, timedOut([]string{"SIGQUIT: quit\n", "PC=0x47d0a1 m=0 sigcode=0\n"}), "a test stopped past -test-timeout")
 }
 
 func TestStatsCountsTheLinesEachTrackWrites(t *testing.T) {

@@ -12,7 +12,8 @@ import (
 )
 
 type checkOptions struct {
-	Timeout time.Duration
+	Timeout     time.Duration // go test's -timeout, for a package's run
+	TestTimeout time.Duration // one test's bound (see goTester.TestTimeout)
 	Race    bool
 	RaceSet bool // Race was asked for (or against); otherwise raceStages decide
 	Verbose bool // whole outputs of failing tests, not excerpts
@@ -105,7 +106,7 @@ func check(w io.Writer, root string, stages []string, opts checkOptions) error {
 			flags = " (-race)"
 		}
 		fmt.Fprintf(w, "running %s %s%s: %s\n", k.Module, k.Pkg, flags, strings.Join(tests[k], ", "))
-		g := &goTester{Dir: filepath.Join(root, k.Module), Timeout: opts.Timeout, Race: race}
+		g := &goTester{Dir: filepath.Join(root, k.Module), Timeout: opts.Timeout, Race: race, TestTimeout: opts.TestTimeout}
 		if results[k], err = g.run(k.Pkg, tests[k]); err != nil {
 			return err
 		}
@@ -191,7 +192,7 @@ func report(w io.Writer, e *Exercise, width int, ctx *reportContext) bool {
 			if other := reachedExercise(r.Output); other != "" && other != e.Kind.String()+" "+e.ID {
 				l.note = "stopped at " + other + ", which is still blank"
 			} else if hung := hangingTask(r.Output, ctx.all); hung != nil && timedOut(r.Output) {
-				l.note = fmt.Sprintf("timed out in %s %s (%s): a loop that never ends, or a wait nothing wakes?", hung.task.Kind, hung.task.ID, hung.where)
+				l.note = fmt.Sprintf("timed out in %s %s (%s): a loop that never ends, a wait nothing wakes, or a panic under a lock the test waits for", hung.task.Kind, hung.task.ID, hung.where)
 			} else if !e.Blank && (verbose || len(details) == 0) {
 				// The first failure says most; -v shows them all, whole.
 				out := r.Output

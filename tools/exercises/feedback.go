@@ -85,9 +85,12 @@ func hangingTask(output []string, tasks []*Exercise) *hang {
 	return nil
 }
 
-// timedOut reports whether a test's output is go test's timeout panic.
+// timedOut reports whether a test's output is go test's timeout panic, or
+// the dump of a test stopped for running past -test-timeout.
 func timedOut(output []string) bool {
-	return slices.ContainsFunc(output, func(l string) bool { return strings.Contains(l, "panic: test timed out after") })
+	return slices.ContainsFunc(output, func(l string) bool {
+		return strings.Contains(l, "panic: test timed out after") || strings.HasPrefix(l, "SIGQUIT: quit")
+	})
 }
 
 // stageGate runs, once a stage's tasks all pass in a learner's copy, the

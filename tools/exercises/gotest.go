@@ -49,6 +49,13 @@ type goTester struct {
 	// Rename maps the paths of overlaid copies back to the files they
 	// stand for, in every message shown.
 	Rename map[string]string
+	// TestTimeout, when set, bounds each top-level test: one that runs
+	// longer gets SIGQUIT, so that its goroutines are dumped into its
+	// output (to blame the task that hangs) and the tests after it run
+	// again without it. A blank task that panics while its caller holds a
+	// lock a test's cleanup then waits for would otherwise hang the whole
+	// package until go test's -timeout.
+	TestTimeout time.Duration
 }
 
 // run runs the named tests of pkg ("./record") with go test -json and
@@ -142,7 +149,12 @@ func (g *goTester) once(pkg string, names []string) (*onceResult, error) {
 	cmd.Dir = g.Dir
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	runErr := cmd.Run()
+	var runErr error
+	if g.TestTimeout > 0 {
+		runErr = runWatched(cmd, &stdout, g.TestTimeout)
+	} else {
+		runErr = cmd.Run()
+	}
 	var exit *exec.ExitError
 	if runErr != nil && !errors.As(runErr, &exit) {
 		return nil, fmt.Errorf("go %s: %w", strings.Join(args, " "), runErr)

@@ -63,7 +63,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("exercises "+cmd, flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	var stages, stage, dir, track, from, ex string
-	var timeout time.Duration
+	var timeout, testTimeout time.Duration
 	var race, verbose, noGit, gate bool
 	var level int
 	switch cmd {
@@ -88,7 +88,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fs.StringVar(&ex, "ex", "", "only this task (01.3, 01.A)")
 		fs.StringVar(&track, "track", "", "the track to grade: fill or build (default: the copy's, fill in the reference)")
 		fs.BoolVar(&gate, "gate", true, "in a learner's copy, once a stage's tasks all pass, run its whole module's tests and the next stage's")
-		fs.DurationVar(&timeout, "timeout", 2*time.Minute, "go test's -timeout for each package (a wrong exercise can hang a test: a timing wheel that never fires, a lock a recovered panic never released)")
+		fs.DurationVar(&timeout, "timeout", 20*time.Minute, "go test's -timeout for each package's run")
+		fs.DurationVar(&testTimeout, "test-timeout", 2*time.Minute, "one test's bound: a test that runs longer has its goroutines dumped, to name the task that hangs (0: only -timeout)")
 		fs.BoolVar(&race, "race", false, "run the tests with the race detector (default: on for stages "+strings.Join(raceStages, ", ")+", where the code is concurrent)")
 		fs.BoolVar(&verbose, "v", false, "show every failing test's output in full, not an excerpt")
 	case "verify":
@@ -153,7 +154,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 			ids = []string{ex}
 			chosen = []string{ex[:2]}
 		}
-		err = check(stdout, root, chosen, checkOptions{Timeout: timeout, Race: race, RaceSet: raceSet, Verbose: verbose,
+		err = check(stdout, root, chosen, checkOptions{Timeout: timeout, TestTimeout: testTimeout, Race: race, RaceSet: raceSet, Verbose: verbose,
 			Track: track, IDs: ids, Gate: gate})
 	case "verify":
 		err = verify(stdout, root, chosen, verifyOptions{Timeout: timeout, Race: race})

@@ -18,6 +18,11 @@ type verifyOptions struct {
 	Race    bool
 }
 
+// blankTestTimeout bounds each test run with a task blanked: a blank
+// panics at once, or hangs a test (a panic under a lock the test's
+// cleanup waits for), and either way the test fails.
+const blankTestTimeout = time.Minute
+
 // verify is the check CI runs on the reference, for the exercises of the
 // stages (every stage when empty):
 //
@@ -109,6 +114,7 @@ func verify(w io.Writer, root string, stages []string, opts verifyOptions) error
 				}
 			}
 			g := &goTester{Dir: filepath.Join(root, e.Module), Overlay: overlay, Rename: rename, Timeout: opts.Timeout, Race: opts.Race,
+				TestTimeout: blankTestTimeout, // a blank that hangs a test fails it: no need to wait for go test's -timeout
 				FirstFailure: true} // one failing test is the proof; the rest need not run
 			res, err := g.run(pkg, names)
 			if err != nil {
