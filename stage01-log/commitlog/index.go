@@ -126,7 +126,7 @@ func (idx *mmapIndex) entry(i int) []byte {
 // bigger. key must be non-decreasing over the entries.
 func (idx *mmapIndex) search(target int64, key func(e []byte) int64) int {
 	// exercise 01.3: binary-search an index for the last entry at or below a key
-	// hint: keys never decrease from entry 0 to idx.entries-1, and key(idx.entry(i)) reads entry i's; halve a range of candidates until one is left, and answer -1 when even entry 0's key is above the target
+	// hint: the keys never decrease, so halving the range of candidates at each step finds the last entry at or below the target
 	// tests: TestIndexLookupFindsTheLastEntryAtOrBelow, TestReadReturnsRegionFromBatchHoldingOffset, TestOffsetForTimestamp
 	lo, hi := 0, idx.entries-1
 	for lo <= hi {

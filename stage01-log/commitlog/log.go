@@ -251,7 +251,7 @@ func isDamage(err error) bool { return record.IsCorrupt(err) || errors.Is(err, e
 // recoverFrom validates every segment from the one holding recoveryPoint.
 func (l *Log) recoverFrom(recoveryPoint int64) error {
 	// exercise 01.5: recover a log from its recovery point
-	// hint: segments below the one holding the recovery point are trusted (l.segmentIndexFor); s.recover(limit) scans and cuts one segment, limit being the next one's base offset; trim every index but the active segment's, and after a segment was cut, remove every later one
+	// hint: segments before the one holding the recovery point are trusted; from it on each is scanned, and a segment cut short ends the log
 	// tests: TestRecoveryKeepsEveryWholeBatchBeforeATornTail, TestRecoveryTruncatesAtACorruptBatchAndDropsLaterSegments, TestRecoveryStartsAtTheRecoveryPoint, TestManagerRecoversAfterACrash, FuzzRecovery
 	start := max(l.segmentIndexFor(recoveryPoint), 0)
 	scanned, skipped := 0, start

@@ -264,7 +264,7 @@ func (s *segment) rebuildIndexes(limit int64) (validBytes int64, err error) {
 	s.rollingBasedTimestamp = -1
 
 	// exercise 01.4: scan a segment batch by batch, stopping at the first bad one
-	// hint: newBatchScanner(s.file, 0, size, recoveryWindow).next(true) reads one whole batch and checks its size, magic and CRC, or says io.EOF; refuse offsets that go back or reach limit (record.ErrInvalidRecord), index each good batch with s.indexBatch, and return where the first bad one starts
+	// hint: trust nothing: read whole batches with the segment scanner, check that their offsets go on within limit, index each good one, and stop at the first that fails
 	// tests: TestASegmentScanStopsAtTheFirstBadBatch, TestMissingIndexesAreRebuiltIdentically, TestCorruptIndexesAreRebuilt
 	fi, err := s.file.Stat()
 	if err != nil {

@@ -226,14 +226,11 @@ func (l *Log) AddAbortedTxn(t AbortedTxn) error {
 	return l.segments[i].addTxn(t)
 }
 
-// AbortedTxns lists the aborted transactions that overlap [from, upTo):
-// those whose markers are at or after from and whose first records are
-// below upTo (Kafka's UnifiedLog.collectAbortedTransactions). A
-// read_committed fetch from offset from that returns records below upTo
-// sends them to its consumer, which drops those producers' records from
-// each transaction's first offset until its marker. Only the segments from
-// the one holding from are read: a marker at or after from is in one of
-// them.
+// AbortedTxns lists the aborted transactions that overlap [from, upTo)
+// (Kafka's UnifiedLog.collectAbortedTransactions). A read_committed fetch
+// from offset from that returns records below upTo sends them to its
+// consumer, which drops those producers' records from each transaction's
+// first offset until its marker.
 func (l *Log) AbortedTxns(from, upTo int64) ([]AbortedTxn, error) {
 	l.mu.RLock()
 	defer l.mu.RUnlock()
@@ -241,7 +238,7 @@ func (l *Log) AbortedTxns(from, upTo int64) ([]AbortedTxn, error) {
 		return nil, ErrClosed
 	}
 	// exercise 01.6: collect the aborted transactions a read_committed fetch from offset from up to upTo must name
-	// hint: from the segment holding from (l.segmentIndexFor, at least 0) to the last, read each segment's entries (s.txnEntries); keep those with LastOffset >= from and FirstOffset < upTo; stop after a segment in which some entry's LastStableOffset >= upTo (nothing later can start below upTo)
+	// hint: see each transaction as the span from its first record to its marker, and remember where its index entry lives: in the segment that holds its marker
 	// tests: TestAbortedTxnsOverlapTheFetchedRange, TestTheTxnIndexIsKafkasFileFormat, TestTruncationRemovesTheEntriesOfRemovedMarkers
 	var out []AbortedTxn
 	for i := max(l.segmentIndexFor(from), 0); i < len(l.segments); i++ {

@@ -102,17 +102,16 @@ func AppendBatch(dst []byte, b *Batch) ([]byte, error) {
 // that builds a batch in place: it reserves HeaderSize bytes, appends the
 // records after them (compressed, if h's attributes name a codec) and only
 // then knows what the header says. batch is the whole batch, header
-// included. PutHeader writes every field of h but Magic (always 2), Length
-// (derived from len(batch)) and CRC (computed last, over the written
-// header and the records); h's Length, Magic and CRC are ignored. It does
-// not check that NumRecords or LastOffsetDelta match the records.
+// included. h's Length, Magic and CRC are ignored: PutHeader derives them
+// from batch. It does not check that NumRecords or LastOffsetDelta match
+// the records.
 //
 // A producer's accumulator (stage 06) appends each record to its batch's
 // buffer as the record arrives and calls PutHeader when the batch is
 // closed; AppendBatch does the same in one call.
 func PutHeader(batch []byte, h *BatchHeader) {
 	// exercise 01.2: write a batch's header and its CRC
-	// hint: each field big-endian at its ...Pos constant (binary.BigEndian.PutUint64, PutUint32, PutUint16); the length counts the bytes after the length field; the CRC goes last, since it covers the header from the attributes on (Checksum)
+	// hint: each field goes big-endian at the position batch.go names for it; the CRC covers what you write before it, so it comes last
 	// tests: TestGoldenBatchBytes, TestPutHeaderBuildsABatchInPlace, TestOffsetAndEpochStampingKeepCRCValid
 	be := binary.BigEndian
 	be.PutUint64(batch[baseOffsetPos:], uint64(h.BaseOffset))

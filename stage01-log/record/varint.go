@@ -2,10 +2,9 @@ package record
 
 import "math/bits"
 
-// Records use protobuf-style zigzag varints: zigzag maps signed integers to
-// unsigned ones so that small magnitudes (-1 for a null key, small deltas)
-// take one byte, and the varint stores 7 bits per byte, low groups first,
-// with the high bit set on every byte but the last.
+// Records use protobuf-style zigzag varints (chapter 1, "A batch, byte by
+// byte"): small magnitudes of either sign (-1 for a null key, small
+// deltas) take one byte.
 
 // build 01.A: zigzag varints: encode, size and decode
 // tests: TestVarintEncoding, TestReadVarintRejectsTruncatedAndOverlong
@@ -14,7 +13,7 @@ import "math/bits"
 // varlong (int64) share the encoding; only the range differs.
 func appendVarint(dst []byte, v int64) []byte {
 	// exercise 01.1: encode a zigzag varint
-	// hint: zigzag first, uint64(v<<1) ^ uint64(v>>63), so that -1 is 1 and 1 is 2; then 7 bits a byte, the low group first, 0x80 set on every byte but the last
+	// hint: zigzag first, so that small magnitudes of either sign stay small, then seven bits a byte; readVarint, below, is the inverse
 	// tests: TestVarintEncoding
 	u := uint64(v<<1) ^ uint64(v>>63)
 	for u >= 0x80 {

@@ -260,7 +260,7 @@ func (p *Processor) retryMemory() {
 // (it is the scratch buffer).
 func (p *Processor) consume(c *conn, data []byte, owned bool) {
 	// exercise 02.1: cut a connection's bytes into frames, keeping what a muted connection may not read yet
-	// hint: loop while data is left; when !p.wantsRead(c), keep the rest in c.ahead (p.keepAhead copies it, unless owned) and p.park(c) a connection held back only by back-pressure; fill c.sizeBuf (c.sizeN bytes so far), checkSize the int32 against c.state.frameLimit(p.maxRequestBytes) (closedBadSize), then copy into c.body after p.growBody(c, len(data)) and p.completeFrame(c) once len(c.body) == c.frameSize; a zero size is a whole frame
+	// hint: a frame is a 4-byte size then that many bytes, and either may arrive in pieces; once a frame mutes the connection, what is left is kept for later, not parsed
 	// tests: TestPipelinedRequestsAreAnsweredInOrder, TestBadFramesCloseOnlyTheirConnection, TestZeroSizeFrameIsARequest, TestBackPressureLosesNothing
 	for len(data) > 0 {
 		if !p.wantsRead(c) {
@@ -367,13 +367,12 @@ func (p *Processor) startResponse(c *conn, resp Response) {
 	p.write(c)
 }
 
-// write writes as much of c's response as the socket takes. When the socket
-// is full it registers EPOLLOUT and returns; the Processor calls write again
-// when epoll reports the socket writable (a partial write resumes where it
-// stopped). When the whole response is written the connection is unmuted.
+// write writes as much of c's response as the socket takes; the Processor
+// calls it again when epoll reports the socket writable. When the whole
+// response is written the connection is unmuted.
 func (p *Processor) write(c *conn) {
 	// exercise 02.2: write a response across partial writes, then unmute
-	// hint: write c.sends from c.sendIdx/c.sendOff on (writeFD for bytes, p.regionSender.SendRegion for a file region), counting p.stats.bytesOut and p.touch(c); when the socket takes less, add epollOut with p.setInterest and return; once all is out: c.sends = nil, count responsesSent, call c.written, close if c.closeAfterWrite (closedByResponse), drop epollOut, p.unmute(c)
+	// hint: write what the socket takes and remember where you stopped; when it takes less, ask epoll to say when there is room; the request ends only when its last byte is out
 	// tests: TestLargeResponsesSurvivePartialWrites, TestClientThatNeverReadsDoesNotSlowOthers, TestFileRegionResponses, TestCloseResponseClosesTheConnection, TestWrittenRunsOnceTheResponseIsWritten
 	for c.sendIdx < len(c.sends) {
 		s := &c.sends[c.sendIdx]
@@ -439,7 +438,7 @@ func (p *Processor) unmute(c *conn) {
 // get read again.
 func (p *Processor) resume(c *conn) {
 	// exercise 02.3: let a connection read again, bytes it already sent first
-	// hint: a closed conn stays closed, a draining Processor closes it (closedAtShutdown), one with p.pending not empty is p.park'ed, one in c.memWait waits for retryMemory; otherwise p.consume(c, c.ahead, true) first (stop if that closed, muted, parked or memWait'ed it), and only then add epollRead with p.setInterest
+	// hint: bytes the client already sent go before anything new from the socket, and every reason for the connection to stay quiet comes before both
 	// tests: TestPipelinedRequestsAreAnsweredInOrder, TestNoResponseUnmutesTheConnection, TestBackPressureLosesNothing, TestRequestsPipelinedBeforeAHalfCloseAreAllHandled, TestShutdownLetsInFlightRequestsFinish
 	switch {
 	case c.closed:

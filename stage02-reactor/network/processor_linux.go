@@ -452,7 +452,7 @@ func (p *Processor) dispatch(c *conn, r *Request) {
 // room, then, once pending is empty, resumes the parked connections.
 func (p *Processor) flushPending() {
 	// exercise 02.4: feed the request channel under back-pressure, oldest request first
-	// hint: move p.pending[0] into the channel with p.channel.TrySend while it takes them (a request whose conn closed is released, not sent); when it refuses, register p.spaceAvailable with p.channel.NotifyWhenSpace once (p.waiting) and try again before giving up; once pending is empty, p.resume every parked connection (clear c.parked)
+	// hint: oldest request first, stopping at the first refusal with a wake-up asked for; parked connections may read again only once nothing is pending
 	// tests: TestBackPressureLosesNothing, TestARequestWaitingForTheChannelIsDroppedWhenItsClientLeaves
 	for len(p.pending) > 0 {
 		pr := p.pending[0]

@@ -16,8 +16,8 @@ import (
 const LeaderEpochCheckpointFile = "leader-epoch-checkpoint"
 
 // UndefinedEpoch and UndefinedOffset answer an OffsetForLeaderEpoch query
-// the cache cannot answer: the epoch asked for is older than every epoch it
-// knows.
+// the cache cannot answer: no epoch asked (-1), an empty cache, or an epoch
+// newer than every epoch it knows.
 const (
 	UndefinedEpoch  int32 = -1
 	UndefinedOffset int64 = -1
@@ -144,20 +144,15 @@ func (c *LeaderEpochCache) assignUnflushed(epoch int32, startOffset int64) bool 
 }
 
 // EndOffsetFor answers OffsetForLeaderEpoch as Kafka's
-// LeaderEpochFileCache.endOffsetFor does:
-//
-//   - the newest epoch: it ends at logEndOffset;
-//   - an older epoch: the largest epoch <= requested the cache knows, ending
-//     where the next epoch starts;
-//   - an epoch older than every entry: the requested epoch itself, ending
-//     where the first entry starts (nothing of it can be in this log);
-//   - an epoch newer than the newest, or an empty cache: (UndefinedEpoch,
-//     UndefinedOffset).
+// LeaderEpochFileCache.endOffsetFor does: the largest epoch at or below
+// requested that the cache knows, and the offset where it ends. Chapter 3,
+// "Leader epochs", has Kafka's edge cases; a query the cache cannot answer
+// gets (UndefinedEpoch, UndefinedOffset).
 func (c *LeaderEpochCache) EndOffsetFor(requested int32, logEndOffset int64) (epoch int32, endOffset int64) {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
 	// exercise 03.3: the leader epoch cache's lookup, where an epoch ends
-	// hint: c.entries is sorted by epoch; sort.Search finds the first entry with an epoch above requested; the epoch before it ends where that entry starts, the newest ends at logEndOffset; mind the edges the doc comment lists (UndefinedEpoch, UndefinedOffset)
+	// hint: an epoch ends where the next known epoch starts, the newest at the log end; chapter 3, "Leader epochs", gives the edges
 	// tests: TestEpochCacheAnswersOffsetForLeaderEpoch, TestEpochCacheAnswersForAnEpochOlderThanItsFirst
 	n := len(c.entries)
 	switch {

@@ -263,11 +263,9 @@ func (f *fetcher) run() {
 }
 
 // truncate finds where each partition's log diverges from the leader's and
-// cuts it there (KIP-279): ask for the end of our latest epoch at the
-// leader; if the leader knows that epoch, truncate to its end (or keep our
-// log if it is shorter); if it answers with an older epoch, we truncate to
-// where that epoch ends on our side too and ask again; if it knows none,
-// fall back to the high watermark (KIP-101's predecessor rule).
+// cuts it there (KIP-101, KIP-279): it asks the leader where our latest
+// epoch ends, and truncateFromAnswer applies each answer. A log with no
+// epoch falls back to the high watermark.
 func (f *fetcher) truncate(client *protocol.Client, parts map[commitlog.TopicPartition]*fetchState) error {
 	req := kmsg.NewPtrOffsetForLeaderEpochRequest()
 	req.ReplicaID = f.m.cfg.BrokerID
@@ -318,7 +316,7 @@ func (f *fetcher) truncateFromAnswer(tp commitlog.TopicPartition, s *fetchState,
 		return
 	}
 	// exercise 03.4: truncate by the leader's OffsetsForLeaderEpoch answer
-	// hint: no answer (UndefinedEpoch or UndefinedOffset): fall back to s.p.HighWatermark(); else look the leader's epoch up in our own cache (s.p.Epochs.EndOffsetFor, with our log end s.p.Log.EndOffset()); f.finishTruncation(tp, s, offset, done) cuts, done=false to ask again when our cache answers another epoch (KIP-279); the logs agree only up to where the shared epoch ends first, on either side
+	// hint: the logs agree up to where the shared epoch ends first, on either side; a follower that never had the leader's epoch cuts back and asks again (KIP-279)
 	// tests: TestFollowerTruncatesWhereTheLeadersAnswerSays
 	leo := s.p.Log.EndOffset()
 	if rp.LeaderEpoch == UndefinedEpoch || rp.EndOffset == UndefinedOffset {

@@ -13,7 +13,7 @@ package replica
 // The caller never lets the result move the high watermark backwards.
 func HighWatermark(leaderLEO int64, followerLEOs []int64) int64 {
 	// exercise 03.1: the high watermark, the smallest log end offset that counts
-	// hint: start from the leader's own log end and take the minimum with every follower's; an unknown one (-1) is the smallest of all, on purpose
+	// hint: the committed prefix ends where the shortest log that counts ends; an unknown log end (-1) holds it back on purpose
 	// tests: TestHighWatermarkIsTheSmallestLogEndOffset, TestLeaderHighWatermarkWaitsForEveryReplicaAndNeverGoesBack
 	hw := leaderLEO
 	for _, leo := range followerLEOs {

@@ -487,7 +487,7 @@ func (p *Partition) maybeIncrementHWLocked() bool {
 		return false
 	}
 	// exercise 03.2: the leader's high watermark, from the followers that count
-	// hint: p.quorum.Counted(p.localID, p.replicas, p.isr) names them; each one's log end is p.remotes[id].LogEndOffset (-1 if it has no entry), and p.caughtUpLatelyLocked(counted) adds the others that count too; HighWatermark with the leader's p.Log.EndOffset() gives the candidate, which only ever raises p.highWatermark, with p.HWAdvanced.Notify() when it does
+	// hint: the Quorum decides who counts; your part is gathering their log ends for HighWatermark and never moving the high watermark backwards
 	// tests: TestLeaderHighWatermarkWaitsForEveryReplicaAndNeverGoesBack, TestQuorumDecidesWhoCountsForTheHighWatermark, TestAFollowerCatchingUpBoundsTheHighWatermark
 	counted := p.quorum.Counted(p.localID, p.replicas, p.isr)
 	leos := make([]int64, 0, len(counted))

@@ -18,15 +18,14 @@ const DefaultLagTimeMax = 30 * time.Second
 // build 04.E: the ISR rules: who falls out of sync, who may join
 // tests: TestOutOfSyncFollowsLastCaughtUpTimeNotLastFetch, TestOutOfSyncPassesOverAnIDThatIsNoLongerAReplica, TestCanJoinNeedsTheHighWatermarkAndTheEpochStart, TestWithAndWithoutKeepTheOrderMembersJoinedIn
 
-// OutOfSync returns the followers in isr that have fallen out of sync: a
-// follower whose log end offset differs from the leader's and that has not
-// caught up for longer than maxLag. A follower that keeps fetching but
-// never reaches the end (too slow for the produce rate) falls out as surely
-// as one that stopped: what counts is the last time it had everything, not
-// the last time it asked. The leader itself never leaves.
+// OutOfSync returns the followers in isr that have fallen out of sync, in
+// isr's order, maxLag being replica.lag.time.max.ms. A follower that keeps
+// fetching but never reaches the end (too slow for the produce rate) falls
+// out as surely as one that stopped: what counts is the last time it had
+// everything, not the last time it asked.
 func OutOfSync(leader int32, isr []int32, followers map[int32]replica.ReplicaState, leaderLEO int64, now time.Time, maxLag time.Duration) []int32 {
 	// exercise 04.1: find the ISR members that have fallen out of sync
-	// hint: walk isr in order, passing over the leader and any id missing from followers (the controller's business); a follower is out when its LogEndOffset differs from leaderLEO and now.Sub(its LastCaughtUpTime) is more than maxLag; LastFetchTime does not count
+	// hint: what counts is how long since the follower last had everything, not how long since it last asked
 	// tests: TestOutOfSyncFollowsLastCaughtUpTimeNotLastFetch, TestOutOfSyncPassesOverAnIDThatIsNoLongerAReplica
 	var out []int32
 	for _, id := range isr {
@@ -45,13 +44,13 @@ func OutOfSync(leader int32, isr []int32, followers map[int32]replica.ReplicaSta
 	// end exercise
 }
 
-// CanJoin reports whether a follower outside the ISR may join it: its log
-// end offset has reached the high watermark (it has every committed
-// record) and the start of the leader's current epoch (it has truncated to
-// this leader's log, so nothing it holds can still diverge).
+// CanJoin reports whether a follower outside the ISR may join it (Kafka's
+// Partition.isFollowerInSync). Joining is a promise: the follower could
+// lead without losing a committed record, and nothing it holds can still
+// diverge from this leader's log.
 func CanJoin(followerLEO, highWatermark, epochStartOffset int64) bool {
 	// exercise 04.2: decide whether a follower may rejoin the ISR
-	// hint: two conditions on followerLEO, both "at or past": it holds every committed record (highWatermark), and it has truncated to this leader's log (epochStartOffset)
+	// hint: each of the two promises is a point the follower's log end offset must have reached
 	// tests: TestCanJoinNeedsTheHighWatermarkAndTheEpochStart
 	return followerLEO >= highWatermark && followerLEO >= epochStartOffset
 	// end exercise

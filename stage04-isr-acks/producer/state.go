@@ -137,23 +137,15 @@ func NewState() *State { return &State{producers: map[int64]*Entry{}, open: map[
 
 // Check decides whether a producer's batch may be appended, as Kafka's
 // Log.analyzeAndValidateProducerState and ProducerAppendInfo do for a
-// client's batch:
-//
-//   - a batch with a sequence range already among the producer's last
-//     five, at its epoch, is a duplicate: Check returns it, and the caller
-//     answers with its offsets and appends nothing;
-//   - an epoch older than the producer's: ErrInvalidProducerEpoch;
-//   - a newer epoch must start at sequence 0: else ErrOutOfOrderSequence;
-//   - at the same epoch the first sequence must follow the last:
-//     else ErrOutOfOrderSequence;
-//   - a producer the partition knows nothing of (new, or its batches
-//     removed by retention) is accepted at any sequence (KIP-360, Kafka
-//     2.5).
+// client's batch (chapter 4, "Idempotence (part 2)", has the rules). A
+// retry of a batch the partition remembers is returned: the caller answers
+// with its offsets and appends nothing. A refusal is
+// ErrInvalidProducerEpoch or ErrOutOfOrderSequence.
 func (s *State) Check(pid int64, epoch int16, firstSeq, lastSeq int32) (dup *Batch, err error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	// exercise 04.6: check an idempotent producer's batch against what the partition remembers
-	// hint: a producer not in s.producers is accepted; e.duplicate(epoch, firstSeq, lastSeq) finds a retried batch, checked first, whatever the sequence; then an older epoch is ErrInvalidProducerEpoch, a newer one must start at 0, and at the same epoch firstSeq must follow e.LastSeq() (InSequence, which wraps), unless there is none; wrap each error with %w and the ids
+	// hint: a retry is recognised before any rule is applied; then the epoch decides which sequence may come next (chapter 4's table)
 	// tests: TestSequenceRules, TestARetriedBatchIsADuplicateAnsweredWithItsOffsets, TestSequencesWrapAtMaxInt32, TestAnUnknownProducerIsAcceptedAtAnySequence, TestRetentionAndTruncationForgetBatches
 	e, ok := s.producers[pid]
 	if !ok {

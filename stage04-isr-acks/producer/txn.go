@@ -157,15 +157,14 @@ func (s *State) Complete(pid int64, epoch int16, commit bool, coordinatorEpoch i
 }
 
 // LastStableOffset is the offset below which every transaction is decided
-// and its marker replicated, as of the high watermark hw: the smallest
-// first offset of the transactions still open, or closed by a marker at or
-// above hw, and at most hw (Kafka's UnifiedLog.lastStableOffset). Closed
-// transactions below hw are forgotten here.
+// and its marker replicated, as of the high watermark hw (Kafka's
+// UnifiedLog.lastStableOffset). It forgets the closed transactions that no
+// longer hold it back.
 func (s *State) LastStableOffset(hw int64) int64 {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	// exercise 04.7: the last stable offset: where read_committed consumers stop
-	// hint: first forget the closed transactions whose markers are below hw (keep those with LastOffset >= hw in s.unreplicated, clearing the tail so the slice holds no stale entries); then the LSO is hw, lowered to the FirstOffset of every transaction kept and to every first offset in s.open (the transactions with no marker yet)
+	// hint: a transaction holds the LSO at its first offset while it is open, and after its marker until the high watermark passes the marker
 	// tests: TestTheLastStableOffsetWaitsForOpenTransactions, TestTruncationReopensATransactionWhoseMarkerItCuts, ./cluster.TestReadCommittedReadsOnlyCommittedTransactions
 	kept := s.unreplicated[:0]
 	for _, t := range s.unreplicated {

@@ -53,9 +53,9 @@ func (t *timer) close() []*delayed {
 	return t.advanceLocked(1<<62 - 1)
 }
 
-// advance flushes every bucket due at now, moving each deadline down to a
-// lower wheel or, if it is due, into the returned list. The caller expires
-// those after the lock is released, so OnComplete never runs under it.
+// advance turns the wheels to now and returns the operations now due. The
+// caller expires those after the lock is released, so OnComplete never
+// runs under it.
 func (t *timer) advance(now int64) []*delayed {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -64,7 +64,7 @@ func (t *timer) advance(now int64) []*delayed {
 
 func (t *timer) advanceLocked(now int64) []*delayed {
 	// exercise 04.4: advance the clock, flushing every bucket that is due
-	// hint: t.queue.poll(now) hands out the due buckets one by one (nil when none is left); before flushing one, move the wheels to its start (t.wheel.advance of its expiration), then b.flush hands each entry back: t.wheel.add puts it in a finer bucket, and one it refuses is due (its operation goes in the returned list, unless it completed meanwhile: e.cancelled())
+	// hint: a due bucket's entries are not all due: once the wheels are at the bucket's time, adding each entry again places it in a finer bucket or says it is due
 	// tests: TestOperationExpiresWithinOneTickOfItsDeadline, TestReaperExpiresOnTheRealClock, TestShutdownExpiresWhatIsPending, TestDeadlinesAddedWhileTheClockRunsExpireOnTime
 	var due []*delayed
 	for b := t.queue.poll(now); b != nil; b = t.queue.poll(now) {

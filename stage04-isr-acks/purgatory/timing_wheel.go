@@ -58,7 +58,7 @@ func (w *timingWheel) overflowWheel() *timingWheel {
 // or its operation has completed.
 func (w *timingWheel) add(e *timerEntry) bool {
 	// exercise 04.3: put a deadline in the bucket of the wheel it falls in
-	// hint: refuse a cancelled entry and one due within this tick (before w.currentTime+w.tick); within w.interval the bucket is the deadline's tick number (expiration / w.tick) modulo w.size; b.add(e), then b.setExpiration(the tick number * w.tick) says whether to queue it (w.queue.offer); beyond the interval, w.overflowWheel() takes it
+	// hint: a deadline within this wheel's span goes in the bucket of its tick; one within the current tick is due now, one beyond the span is the overflow wheel's
 	// tests: TestOperationExpiresWithinOneTickOfItsDeadline, TestTimeoutUnderOneTickExpiresAtOnce, TestOperationCompletesWhenAKeyItWatchesIsChecked, TestShutdownExpiresWhatIsPending, TestDeadlinesAddedWhileTheClockRunsExpireOnTime, TestTheDelayQueueHoldsEachBucketOnce
 	switch exp := e.expiration; {
 	case e.cancelled():

@@ -178,16 +178,13 @@ type pendingPartition struct {
 }
 
 // TryComplete settles each partition it can, as Kafka's
-// Partition.checkEnoughReplicasReachOffset: a lost leadership answers
-// NOT_LEADER_OR_FOLLOWER (Partition.StillLeadsBatch: a leader epoch bumped
-// with the same leader keeps waiting, as in Kafka; a leadership lost and
-// won back may have truncated the batch, so it does not); a high
-// watermark past the batch answers success, or
-// NOT_ENOUGH_REPLICAS_AFTER_APPEND if the ISR is now below
-// min.insync.replicas. It is done when every partition is settled.
+// DelayedProduce.tryComplete and Partition.checkEnoughReplicasReachOffset
+// (success, NOT_LEADER_OR_FOLLOWER or NOT_ENOUGH_REPLICAS_AFTER_APPEND),
+// and reports whether every partition is settled; OnComplete answers the
+// others at the deadline.
 func (d *delayedProduce) TryComplete() bool {
 	// exercise 04.5: settle each partition of an acks=all produce that can be answered
-	// hint: pass over settled ones; pp.p.StillLeadsBatch(the batch's last offset, pp.epoch) false answers kerr.NotLeaderForPartition; a high watermark (pp.p.HighWatermark()) below pp.required keeps waiting; else it is settled, with kerr.NotEnoughReplicasAfterAppend (and a message) if the ISR (pp.p.Replicas()) is now smaller than pp.minISR; done when every partition is settled
+	// hint: a partition settles once the high watermark passes its batch or its broker no longer leads that batch; the others keep the produce waiting
 	// tests: ./cluster.TestWaitingProduceSurvivesALeaderEpochBumpWithTheSameLeader, ./cluster.TestAWaitingProduceIsAnsweredNotLeaderWhenTheLeaderMoves, ./cluster.TestISRShrinkingAfterTheAppendAnswersNotEnoughReplicasAfterAppend, ./cluster.TestAcksAllTimesOutWhenTheISRCannotCatchUp, ./cluster.TestSlowFollowerLeavesTheISRAndRejoins
 	all := true
 	for i := range d.parts {

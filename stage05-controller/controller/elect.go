@@ -14,15 +14,14 @@ import (
 // preference order, the ISR, and which brokers may lead; each returns the
 // new leader and ISR, or ok false when no replica qualifies.
 
-// offlineElection elects a leader for a partition whose leader died: the
-// first replica, in assignment order, that is live and in the ISR; the
-// new ISR is the live part of the old one. If none is, and unclean
-// election is enabled for the topic, the first live replica leads alone:
-// an out-of-sync replica, so what the ISR had and it lacks is lost
+// offlineElection elects a leader for a partition whose leader died
+// (Kafka's offlinePartitionLeaderElection): from the ISR, or, when no ISR
+// member is live and unclean election is enabled for the topic, from the
+// other live replicas, losing what the ISR had and the new leader lacks
 // (stage 04's Jepsen story).
 func offlineElection(replicas, inSync []int32, live func(int32) bool, unclean bool) (leader int32, newISR []int32, ok bool) {
 	// exercise 05.2: elect a dead leader's successor from the ISR
-	// hint: walk replicas (the assignment, the preference order), not inSync; the first that is live and in the ISR (slices.Contains) leads, and the new ISR is liveISR(inSync, live); with unclean, and only when no ISR member is live, the first live replica leads with an ISR of itself; nobody: -1, nil, false
+	// hint: only an ISR member is sure to hold every committed record, and the preference order is the assignment's, not the ISR's; unclean election is the last resort
 	// tests: TestOfflineElectionTakesTheFirstLiveISRMemberInAssignmentOrder
 	for _, r := range replicas {
 		if live(r) && slices.Contains(inSync, r) {
@@ -74,13 +73,12 @@ func liveISR(inSync []int32, live func(int32) bool) []int32 {
 }
 
 // withoutReplicas removes brokers from a partition state's ISR, as the
-// controller does when they die (Kafka's removeReplicasFromIsr): a dead
-// leader leaves the partition without one (-1), and the ISR never becomes
-// empty: its last member stays, so that when it comes back it can be
-// elected cleanly, having everything that was committed.
+// controller does when they die (Kafka's removeReplicasFromIsr), never
+// emptying it: a member kept has everything that was committed and can be
+// elected cleanly when it comes back.
 func withoutReplicas(s isr.PartitionState, gone func(int32) bool) isr.PartitionState {
 	// exercise 05.3: take dead brokers out of a partition's ISR, never emptying it
-	// hint: copy s and keep the ISR members that are not gone, in order; if that leaves none, keep one of the old members (the leader if it was in the ISR, else the first) so that it may be elected cleanly when it returns; a gone leader becomes -1
+	// hint: drop the dead from the ISR, but never empty it: a last member has everything committed and can be elected cleanly when it returns
 	// tests: TestADeadBrokerLeavesTheISRButTheISRNeverEmpties
 	out := s
 	out.ISR = nil

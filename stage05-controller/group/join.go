@@ -356,18 +356,14 @@ func (d *delayedJoin) OnComplete() {
 
 func (d *delayedJoin) OnExpiration() {}
 
-// completeJoin ends the join phase (Kafka's onCompleteJoin): dynamic
-// members that did not rejoin are removed; static ones (KIP-345) stay,
-// since only their session timeout or a LeaveGroup with their
-// group.instance.id removes them. A leader that did not rejoin hands the
-// role to the oldest member that did; if none did (only absent static
-// members are left), the join phase waits another rebalance timeout, as
-// Kafka's does. Otherwise the generation advances and every member that
-// waits gets its JoinGroup answer: the leader with the member list, to
-// compute the assignment.
+// completeJoin ends the join phase (Kafka's onCompleteJoin): a new
+// generation begins with the members that rejoined, and its leader gets
+// the member list, to compute the assignment. Static members (KIP-345)
+// are removed only by their session timeout or a LeaveGroup with their
+// group.instance.id.
 func (c *Coordinator) completeJoin(g *Group) {
 	// exercise 05.4: end a rebalance's join phase: the next generation, and the leader gets the members
-	// hint: remove (clearHeartbeat, g.remove) every dynamic member (instanceID nil) whose awaitingJoin is nil, in join order (g.sortedMembers); a static one stays (KIP-345); if members are left and the leader did not rejoin, the oldest that did leads (g.oldest), and if none did, park another delayedJoin of g.rebalanceTimeout() (g.join, c.parkJoin) and return; g.generation++; no member left: g.protocol "", transition to Empty, and c.storeGroup the empty group (groupValue(g, nil)); otherwise g.selectProtocol(), transition to CompletingRebalance, and answer every member that waits (c.answerJoin with c.joinResponse); every member, no longer new, gets its session timer started (c.scheduleHeartbeat)
+	// hint: a join phase ends with the members that rejoined (static ones keep their place), a leader among them and a new generation; only the leader learns the members
 	// tests: TestJoinGroupAsksForMemberIDThenCompletesAloneWithGenerationOne, TestFirstMemberLeadsAndFollowersSyncGroupWaitsForTheLeaders, TestMemberNotRejoiningWithinRebalanceTimeoutIsRemoved, TestAJoinedMemberThatNeverSyncsExpiresAndLeavesTheGroupEmpty, TestAFollowerWaitingForTheLeadersSyncGroupOutlivesItsSessionTimeout, TestAStaticMemberThatDoesNotRejoinInTimeStaysInTheGroup, TestAStaticLeaderThatDoesNotRejoinHandsLeadershipToAJoinedMember, TestAJoinPhaseWhereOnlyAbsentStaticMembersRemainWaitsForThem
 	for _, m := range g.sortedMembers() {
 		if m.awaitingJoin == nil && m.instanceID == nil {
@@ -500,7 +496,7 @@ func (c *Coordinator) SyncGroup(req *kmsg.SyncGroupRequest, respond func(*kmsg.S
 			return
 		}
 		// exercise 05.5: store the leader's assignment, then give every member its part
-		// hint: keep req.GroupAssignment's entries for current members, and an empty one ([]byte{}) for any member it leaves out; c.storeGroup(g, groupValue(g, assignments), done) appends them to __consumer_offsets, and only in done (under g.lock, and only if the group is still CompletingRebalance at this generation) are they applied: on an error every parked SyncGroup gets it and the group rebalances (c.maybeRebalance); on success set each member's assignment, transition to Stable, and answer the parked SyncGroups (c.answerSync, c.syncResponse) and restart their session timers
+		// hint: nobody gets a part before the assignment is stored; the store answers later, and by then the group may have moved on
 		// tests: TestJoinGroupAsksForMemberIDThenCompletesAloneWithGenerationOne, TestFirstMemberLeadsAndFollowersSyncGroupWaitsForTheLeaders, TestSyncGroupWhoseAppendFailsRebalances
 		assignments := map[string][]byte{}
 		for _, a := range req.GroupAssignment {

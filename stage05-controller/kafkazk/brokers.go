@@ -171,10 +171,7 @@ func (c *Client) ControllerEpochValue() (ControllerEpoch, error) {
 
 // ElectController is the controller election of seed §1.1, as Kafka
 // 2.x runs it (KafkaZkClient.registerControllerAndIncrementControllerEpoch):
-// read /controller_epoch (creating it at "0" if no controller ever was),
-// then, in one multi, create the ephemeral /controller and write
-// epoch + 1 to /controller_epoch at the version read. The broker that
-// gets NodeExists (or, having raced on the epoch, BadVersion) lost:
+// one atomic step that exactly one broker wins. The others get
 // ErrControllerExists. The winner's ControllerEpoch fences every write it
 // makes from then on.
 func (c *Client) ElectController(brokerID int32, now time.Time) (ControllerEpoch, error) {
@@ -191,7 +188,7 @@ func (c *Client) ElectController(brokerID int32, now time.Time) (ControllerEpoch
 		}
 	}
 	// exercise 05.1: run for controller: create /controller and bump /controller_epoch in one multi
-	// hint: c.multi with a zk.CreateRequest of the ephemeral ControllerPath (zk.FlagEphemeral, ControllerInfo{...}.Encode(), acl) and a zk.SetDataRequest of ControllerEpochPath to EncodeControllerEpoch(cur.Epoch+1) at cur.ZkVersion; it returns the failing op's index: NodeExists on the create or BadVersion on the set means another broker won (ErrControllerExists); the winner's ControllerEpoch keeps the version its set left (the response's Stat), which fences its later writes
+	// hint: both writes go in one multi, the epoch's at the version read, so that exactly one broker wins; the version the winner's write leaves is what fences it
 	// tests: TestZooKeeperLayout
 	next := cur.Epoch + 1
 	resp, i, err := c.multi(

@@ -307,14 +307,13 @@ func (p *poller) startBatch() error {
 	return nil
 }
 
-// skipAborted reports whether a producer's batch belongs to an aborted
-// transaction, as Kafka's consumer decides: every aborted transaction
-// that starts at or before the batch's last offset marks its producer as
-// aborted; that producer's ABORT marker ends it; a transactional batch of
-// a producer marked so is skipped.
+// skipAborted reports whether a producer's batch belongs to one of the
+// aborted transactions the fetch named, as Kafka's consumer decides
+// (CompletedFetch.nextFetchedRecord). It sees every producer's batch in
+// offset order, control batches included.
 func (p *poller) skipAborted(h *record.BatchHeader, batch []byte) bool {
 	// exercise 06.6: skip the batches of aborted transactions, as Kafka's read_committed consumer does
-	// hint: pop from p.aborted (sorted by FirstOffset) every entry whose FirstOffset <= h.LastOffset(), marking its ProducerID in p.abortedPIDs (make the map if nil); a control batch is never skipped here, but an ABORT marker (record.ReadMarker, !Commit) unmarks its producer; a transactional batch of a marked producer is skipped
+	// hint: a producer is aborting from the first offset of one of its aborted transactions until its ABORT marker; its transactional batches in between are dropped
 	// tests: TestReadCommittedSkipsAbortedTransactions
 	for len(p.aborted) > 0 && p.aborted[0].FirstOffset <= h.LastOffset() {
 		if p.abortedPIDs == nil {

@@ -175,7 +175,7 @@ func (a *accumulator) setPartitions(t *topicState, leaders []int32) {
 func (a *accumulator) append(ctx context.Context, p *partition, r *Record, ts int64, size int,
 	cb func(*Record, error), abortOnNewBatch bool) (opened bool, err error) {
 	// exercise 06.3: append a record to its partition's open batch, or open a new one
-	// hint: under p.mu, a.tryAppendLocked tries the last batch; if it did not take r, return errAbortForNewBatch when asked to, else take a buffer of max(a.cfg.BatchSize, record.HeaderSize+size) from a.pool.Allocate without holding p.mu (it may wait max.block.ms); under p.mu again try once more (another Produce may have opened a batch meanwhile: give the buffer back), else a.batches.get(p, buf, time.Now(), p.made, size), count p.made, append r to it and the batch to p.batches; record it in a.incomplete (a.incMu) for Flush
+	// hint: try the open batch first; waiting for a buffer must not hold p.mu, so the world may have changed when you get it
 	// tests: TestBatchesFillUpToBatchSize, TestARecordLargerThanBatchSizeGetsABufferOfItsOwn, TestAFullBatchLeavesWithoutWaitingOutLinger, TestEveryRecordIsAcknowledgedOnceWithTheOffsetItWasStoredAt, TestExhaustedBufferMemoryBlocksProduceThenFails
 	p.mu.Lock()
 	if a.tryAppendLocked(p, r, ts, cb) {
@@ -270,9 +270,8 @@ func (a *accumulator) drain(broker int32, now time.Time, id producerID, start in
 // else nil and how long until it may be (0: not a matter of time). p.mu
 // is held.
 //
-// A batch is ready when it is full (or another batch follows it), when it
-// has lingered linger.ms, when its retry backoff is over, or when forced
-// (Flush, Close, or a Produce waiting for buffer memory).
+// A batch is ready when waiting longer gains nothing (Kafka's
+// RecordAccumulator.ready; chapter 6, "§2.2.1 Batching").
 func (a *accumulator) readyLocked(p *partition, broker int32, now time.Time, forced bool) (*batch, time.Duration) {
 	if len(p.batches) == 0 {
 		return nil, 0
@@ -291,7 +290,7 @@ func (a *accumulator) readyLocked(p *partition, broker int32, now time.Time, for
 		return b, 0
 	}
 	// exercise 06.4: decide whether a partition's front batch may leave now, or how long it lingers
-	// hint: a batch leaves at once when forced, when another batch follows it in p.batches, or when b.full(); otherwise it waits until b.created plus a.cfg.Linger, and says how long is left (as the retry branch above does with b.retryAt), so that its sender sleeps exactly that long
+	// hint: nothing is gained by holding a batch that cannot grow or that somebody needs now; otherwise it waits out linger.ms, and the answer says how long is left
 	// tests: TestALoneRecordWaitsLingerMs, TestAFullBatchLeavesWithoutWaitingOutLinger, TestFlushSendsALingeringBatchAtOnce, TestBatchesFillUpToBatchSize
 	if forced || len(p.batches) > 1 || b.full() {
 		return b, 0

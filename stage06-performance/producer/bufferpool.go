@@ -44,9 +44,8 @@ type BufferPool struct {
 	closed    bool      // Protected by mu.
 }
 
-// A waiter is an Allocate call waiting for memory. When its turn comes,
-// Deallocate reserves the memory for it (and hands it a free buffer if one
-// fits) and closes ready.
+// A waiter is an Allocate call waiting for memory; ready is closed once
+// the memory is reserved for it.
 type waiter struct {
 	size   int
 	ready  chan struct{}
@@ -111,13 +110,13 @@ func (p *BufferPool) Allocate(ctx context.Context, size int, maxBlock time.Durat
 	return nil, err
 }
 
-// takeLocked reserves size bytes: a free buffer when size is poolable and
-// one is there, otherwise unpooled memory, releasing free buffers into it
-// if needed (Kafka's freeUp). It returns the free buffer, if any, and
-// whether the memory was there. p.mu is held.
+// takeLocked reserves size bytes of the pool, as Kafka's BufferPool does
+// before it would wait (with freeUp). It returns the free-list buffer it
+// hands out, or nil when the caller allocates size bytes, and whether the
+// memory was there. p.mu is held.
 func (p *BufferPool) takeLocked(size int) ([]byte, bool) {
 	// exercise 06.1: reserve memory from the free list or the unpooled bytes
-	// hint: a poolable size takes the last buffer of p.free when there is one; otherwise the memory must be there in p.available plus the free list's buffers (p.poolable bytes each), and free buffers are dropped into p.available until size fits; never let p.available go below zero
+	// hint: a poolable size comes from the free list when it can; any other is paid from the unpooled bytes, freeing pooled buffers if it must; keep BufferPool's Invariant true
 	// tests: TestBufferPoolReusesBatchSizeBuffers, TestBufferPoolFreesPooledBuffersForALargerRequest, TestBufferPoolExhaustedBlocksThenFailsAfterMaxBlock
 	if size == p.poolable && len(p.free) > 0 {
 		buf := p.free[len(p.free)-1]
@@ -169,7 +168,7 @@ func (p *BufferPool) releaseLocked(buf []byte, size int) {
 // small ones. p.mu is held.
 func (p *BufferPool) serveLocked() {
 	// exercise 06.2: serve the waiters in their order
-	// hint: take the memory for p.waiters[0] with p.takeLocked(w.size) and stop at the first that does not fit (a large request is not overtaken by small ones); a served waiter gets w.buf and w.served, leaves the queue, and is woken by closing w.ready
+	// hint: oldest first, stopping at the first that does not fit, so that a large request is not overtaken by small ones; waiter's comment says what serving one means
 	// tests: TestBufferPoolFreedBufferUnblocksTheOldestWaiter, TestBufferPoolALargeWaiterIsNotOvertakenBySmallOnes
 	for len(p.waiters) > 0 {
 		w := p.waiters[0]

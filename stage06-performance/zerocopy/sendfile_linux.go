@@ -28,7 +28,7 @@ var _ network.RegionSender = SendfileRegionSender{}
 // SendRegion implements network.RegionSender.
 func (SendfileRegionSender) SendRegion(sock int, f *os.File, pos, n int64) (int64, error) {
 	// exercise 06.5: send a file region to a socket with sendfile(2), resumably
-	// hint: loop unix.Sendfile(sock, int(f.Fd()), &off, count) with off = pos plus what is written so far and count at most maxChunk; retry on unix.EINTR, stop without an error on unix.EAGAIN (the socket is full: the reactor calls again on EPOLLOUT), wrap any other error with the position, and treat 0 bytes with no error as a region past the end of the file (io.ErrUnexpectedEOF); return how many bytes went
+	// hint: the socket is non-blocking, so a full socket is a normal answer, not an error; sendfile moves a bounded chunk a call and may be interrupted
 	// tests: TestSendfileWritesTheRegionAcrossPartialWrites, TestSendfilePastTheEndOfTheFileIsAnError
 	fd := int(f.Fd())
 	var written int64
