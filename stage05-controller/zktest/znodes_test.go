@@ -15,7 +15,7 @@ import (
 )
 
 // The znodes the tests write, laid out as Kafka 2.6 writes them
-// (KafkaZkClient and ZkData.scala; see KAFKA-FACTS.md).
+// (KafkaZkClient and ZkData.scala; chapter 5 lists them).
 
 // controllerPath is the ephemeral znode whose owner is the controller.
 const controllerPath = "/controller"
