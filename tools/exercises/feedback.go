@@ -24,10 +24,11 @@ type reportContext struct {
 	verbose bool
 }
 
-// stageOfModule is "01" for stage01-log.
+// stageOfModule is "01" for stage01-log, the first of final's chapters
+// for final.
 func stageOfModule(module string) string {
-	if m := stageDirRe.FindStringSubmatch(module); m != nil {
-		return m[1]
+	if st := stagesOfModule(module); len(st) > 0 {
+		return st[0]
 	}
 	return ""
 }

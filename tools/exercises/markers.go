@@ -142,10 +142,7 @@ func parseExercises(file, module string, src []byte) ([]*Exercise, error) {
 	fail := func(line int, format string, args ...any) {
 		errs = append(errs, &markerError{file, line, fmt.Sprintf(format, args...)})
 	}
-	moduleStage := ""
-	if m := stageDirRe.FindStringSubmatch(module); m != nil {
-		moduleStage = m[1]
-	}
+	moduleStages := stagesOfModule(module)
 	lines := strings.Split(string(src), "\n")
 	var exs []*Exercise
 	open := map[Kind]*Exercise{} // a fill-in exercise may lie inside a build task
@@ -173,7 +170,7 @@ func parseExercises(file, module string, src []byte) ([]*Exercise, error) {
 			}
 			e := &Exercise{Kind: kind, ID: m[1] + "." + m[2], Stage: m[1], Title: strings.TrimSpace(m[3]), Module: module,
 				File: file, Line: n, indent: lines[i][:len(lines[i])-len(strings.TrimLeft(lines[i], " \t"))]}
-			if e.Stage != moduleStage {
+			if !slices.Contains(moduleStages, e.Stage) {
 				fail(n, "%s %s belongs to stage %s, but %s is in %s", kind, e.ID, e.Stage, file, module)
 			}
 			// The header: a hint line and a tests line, in either order,
@@ -443,31 +440,60 @@ func compareIDs(a, b string) int {
 	return strings.Compare(an, bn)
 }
 
-// stageModules lists the stage folders under root, stageNN-*, in order,
-// keeping those of the stages asked for (all when stages is empty).
+// finalModule is the folder of the final broker, whose tasks belong to
+// chapters 7 (the broker people deploy) and 8 (the cluster and its faults).
+const finalModule = "final"
+
+// finalStages are the chapters whose tasks live in finalModule.
+var finalStages = []string{"07", "08"}
+
+// stagesOfModule lists the stages whose tasks a module holds: its own for
+// stageNN-*, chapters 7 and 8 for final.
+func stagesOfModule(module string) []string {
+	if m := stageDirRe.FindStringSubmatch(module); m != nil {
+		return []string{m[1]}
+	}
+	if module == finalModule {
+		return finalStages
+	}
+	return nil
+}
+
+// stageModules lists the task modules under root in order, the stage
+// folders (stageNN-*) then final, keeping those of the stages asked for
+// (all when stages is empty).
 func stageModules(root string, stages []string) ([]string, error) {
 	entries, err := os.ReadDir(root)
 	if err != nil {
 		return nil, err
 	}
-	var modules []string
+	var modules, last []string
 	found := map[string]bool{}
 	for _, e := range entries {
-		m := stageDirRe.FindStringSubmatch(e.Name())
-		if !e.IsDir() || m == nil {
+		own := stagesOfModule(e.Name())
+		if !e.IsDir() || own == nil {
 			continue
 		}
-		if len(stages) == 0 || slices.Contains(stages, m[1]) {
+		keep := len(stages) == 0
+		for _, st := range own {
+			if slices.Contains(stages, st) {
+				keep, found[st] = true, true
+			}
+		}
+		switch {
+		case !keep:
+		case e.Name() == finalModule:
+			last = append(last, e.Name())
+		default:
 			modules = append(modules, e.Name())
-			found[m[1]] = true
 		}
 	}
 	for _, s := range stages {
 		if !found[s] {
-			return nil, fmt.Errorf("stage %s: no folder stage%s-* in %s", s, s, root)
+			return nil, fmt.Errorf("stage %s: no folder stage%s-* in %s (chapters 07 and 08: final)", s, s, root)
 		}
 	}
-	return modules, nil
+	return append(modules, last...), nil
 }
 
 // parseStages reads a -stages value: "01,02" (or "1,2").

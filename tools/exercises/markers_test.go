@@ -144,7 +144,8 @@ func TestFindLooksOnlyInTheStagesAskedFor(t *testing.T) {
 		"stage02-reactor/b.go":          marked("\t// exercise 02.1: u\n\t// hint: h\n\t// tests: TestB\n\t_ = 1\n\t// end exercise\n"),
 		"stage02-reactor/b_test.go":     "package x\n\n// exercise 02.9: tests are not searched\n",
 		"stage02-reactor/testdata/c.go": "// exercise 02.9: nor is testdata\n",
-		"final/x.go":                    "// exercise 07.1: nor what is not a stage\n",
+		"other/x.go":                    "// exercise 07.1: nor what is not a stage\n",
+		"final/y.go":                    marked("\t// exercise 08.1: v\n\t// hint: h\n\t// tests: TestC\n\t_ = 1\n\t// end exercise\n"),
 		"docs/02-reactor.md":            "# chapter 2\n",
 	})
 	exs, err := findExercises(root, []string{"02"})
@@ -156,7 +157,7 @@ func TestFindLooksOnlyInTheStagesAskedFor(t *testing.T) {
 
 	exs, err = findExercises(root, nil)
 	require.NoError(t, err)
-	require.Equal(t, []string{"01.1", "02.1"}, []string{exs[0].ID, exs[1].ID})
+	require.Equal(t, []string{"01.1", "02.1", "08.1"}, []string{exs[0].ID, exs[1].ID, exs[2].ID}, "final holds chapters 7 and 8's tasks")
 
 	_, err = findExercises(root, []string{"03"})
 	require.ErrorContains(t, err, "stage 03: no folder stage03-*")
