@@ -32,10 +32,6 @@ func blankKeepingLines(file string, src []byte, exs []*Exercise) ([]byte, error)
 func blank(file string, src []byte, exs []*Exercise, keepLines bool) ([]byte, error) {
 	// Every change is a byte range and its replacement, made from the end
 	// of the file so that earlier offsets stay true.
-	type edit struct {
-		span
-		with string
-	}
 	lineStart := []int{0} // lineStart[i] is the offset of line i+1
 	for i, c := range src {
 		if c == '\n' {
@@ -60,6 +56,10 @@ func blank(file string, src []byte, exs []*Exercise, keepLines bool) ([]byte, er
 				}
 				edits = append(edits, edit{body, with})
 			}
+			continue
+		}
+		if e.Kind == Break {
+			edits = append(edits, breakEdits(e, src, lineStart)...)
 			continue
 		}
 		if insideBuild(e, exs) {
@@ -88,6 +88,33 @@ func blank(file string, src []byte, exs []*Exercise, keepLines bool) ([]byte, er
 		return nil, fmt.Errorf("blank %s: the result is not Go: %w", file, err)
 	}
 	return formatted, nil
+}
+
+// breakEdits puts a break task's variant in place: the reference's lines
+// become empty ones and the commented variant's lines code, so that every
+// line keeps its number.
+func breakEdits(e *Exercise, src []byte, lineStart []int) []edit {
+	var edits []edit
+	for l := e.codeFrom; l < e.broken; l++ {
+		edits = append(edits, edit{span{lineStart[l-1], lineStart[l] - 1}, ""})
+	}
+	for l := e.broken + 1; l < e.End; l++ {
+		line := string(src[lineStart[l-1] : lineStart[l]-1])
+		t := strings.TrimLeft(line, " \t")
+		code, ok := strings.CutPrefix(t, "//")
+		if !ok {
+			continue // a variant's line must be a comment; verify's compile says so otherwise
+		}
+		code = strings.TrimPrefix(code, " ")
+		edits = append(edits, edit{span{lineStart[l-1], lineStart[l] - 1}, e.indent + code})
+	}
+	return edits
+}
+
+// edit is a change of blank: a byte range and its replacement.
+type edit struct {
+	span
+	with string
 }
 
 // insideBuild reports whether a fill-in exercise lies in one of the build

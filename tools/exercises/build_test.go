@@ -128,7 +128,7 @@ Arithmetic.
 	require.NoError(t, hint(&out, root, "01.2", 3), "no file entry: the marker's hint")
 	require.Contains(t, out.String(), "hint 1 of 1:\n  add it to itself")
 	require.Contains(t, out.String(), "make solution EX=01.2")
-	require.ErrorContains(t, hint(&out, root, "01.9", 1), "no exercise or build task 01.9")
+	require.ErrorContains(t, hint(&out, root, "01.9", 1), "no task 01.9")
 
 	out.Reset()
 	require.NoError(t, solution(&out, root, "01.A"))
@@ -169,4 +169,43 @@ func readFile(t *testing.T, path string) string {
 	data, err := os.ReadFile(path)
 	require.NoError(t, err)
 	return string(data)
+}
+
+func TestABreakTaskRunsItsTestsWithTheVariantInPlace(t *testing.T) {
+	t.Parallel()
+	calc := calcGood + `
+// Half halves x.
+func Half(x int) int {
+	// break 01.b1: halve by shifting too far
+	// predict: which test fails, and what does Half(4) return?
+	// tests: TestHalf
+	return x / 2
+	// broken:
+	// y := x >> 2
+	// return y
+	// end break
+}
+`
+	root := demoWorkbook(t, calc)
+	var out bytes.Buffer
+	require.NoError(t, verify(&out, root, nil, quick), out.String())
+	require.Contains(t, out.String(), "01.b1 halve by shifting too far: ./calc.TestHalf fails")
+	require.Contains(t, out.String(), "2 exercises and 1 break task")
+
+	out.Reset()
+	require.NoError(t, breakIt(&out, root, "01.b1", false, checkOptions{}))
+	require.Contains(t, out.String(), "  - return x / 2\n  + y := x >> 2\n  + return y\n")
+	require.Contains(t, out.String(), "predict: which test fails, and what does Half(4) return?")
+	require.NotContains(t, out.String(), "running them")
+
+	out.Reset()
+	require.NoError(t, breakIt(&out, root, "01.b1", true, checkOptions{Timeout: quick.Timeout}))
+	require.Contains(t, out.String(), "FAIL TestHalf")
+	require.Contains(t, out.String(), "Half(4) = 1, want 2")
+	require.Contains(t, out.String(), "with the variant in place, 1 of 1 tests fail")
+	require.Equal(t, calc, readFile(t, filepath.Join(root, "stage01-demo/calc/calc.go")), "the tree is unchanged")
+
+	out.Reset()
+	require.NoError(t, write(&out, root, filepath.Join(t.TempDir(), "c"), nil, writeOptions{NoGit: true}))
+	require.Contains(t, out.String(), "blanked 2 tasks", "no track blanks a break task")
 }

@@ -14,12 +14,12 @@ import (
 type checkOptions struct {
 	Timeout     time.Duration // go test's -timeout, for a package's run
 	TestTimeout time.Duration // one test's bound (see goTester.TestTimeout)
-	Race    bool
-	RaceSet bool // Race was asked for (or against); otherwise raceStages decide
-	Verbose bool // whole outputs of failing tests, not excerpts
-	Track   string
-	IDs     []string // only these tasks
-	Gate    bool     // in a learner's copy, a stage whose tasks all pass runs its module's tests and the next stage's
+	Race        bool
+	RaceSet     bool // Race was asked for (or against); otherwise raceStages decide
+	Verbose     bool // whole outputs of failing tests, not excerpts
+	Track       string
+	IDs         []string // only these tasks
+	Gate        bool     // in a learner's copy, a stage whose tasks all pass runs its module's tests and the next stage's
 }
 
 // raceStages are the stages whose tests check runs with -race unless told

@@ -39,6 +39,7 @@ const usage = `usage: go run ./tools/exercises <command> [flags]
   check    [-stage 01] [-ex 01.3] [-v]           run each task's tests and show which pass (default: every stage)
   hint     -ex 01.3 [-level 1|2|3]               a task's hints, up to the level (docs/hints/)
   solution -ex 01.3                              the reference's code for a task
+  break    -ex 04.b1 [-run]                      a break-it task: predict, then run its tests with the broken variant
   stats    [-stages 01,02]                       per stage, the lines a learner writes on each track
   verify   [-stages 01,02]                       for CI, on the reference: tests pass; blanking each task fails one; blanked stages compile
 
@@ -64,7 +65,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.SetOutput(stderr)
 	var stages, stage, dir, track, from, ex string
 	var timeout, testTimeout time.Duration
-	var race, verbose, noGit, gate bool
+	var race, verbose, noGit, gate, runIt bool
 	var level int
 	switch cmd {
 	case "list":
@@ -81,6 +82,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fs.IntVar(&level, "level", 1, "show hints 1 up to this level (3 is nearly the answer)")
 	case "solution":
 		fs.StringVar(&ex, "ex", "", "the task: 01.3, 01.A")
+	case "break":
+		fs.StringVar(&ex, "ex", "", "the break task: 04.b1")
+		fs.BoolVar(&runIt, "run", false, "run its tests with the variant in place (predict first)")
+		fs.DurationVar(&testTimeout, "test-timeout", 2*time.Minute, "one test's bound")
 	case "stats":
 		fs.StringVar(&stages, "stages", "", "only these stages, comma-separated (default: every stage)")
 	case "check":
@@ -125,7 +130,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "exercises: %v\n", err)
 		return 1
 	}
-	if (cmd == "hint" || cmd == "solution") && ex == "" {
+	if (cmd == "hint" || cmd == "solution" || cmd == "break") && ex == "" {
 		fmt.Fprintf(stderr, "exercises %s: -ex is required (go run ./tools/exercises list shows the tasks)\n", cmd)
 		return 2
 	}
@@ -146,6 +151,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		err = hint(stdout, root, ex, level)
 	case "solution":
 		err = solution(stdout, root, ex)
+	case "break":
+		err = breakIt(stdout, root, ex, runIt, checkOptions{Timeout: 20 * time.Minute, TestTimeout: testTimeout})
 	case "stats":
 		err = stats(stdout, root, chosen)
 	case "check":
@@ -189,7 +196,7 @@ func workspaceRoot() (string, error) {
 }
 
 // taskIDRe is a task's id: 01.3, 01.A.
-var taskIDRe = regexp.MustCompile(`^\d\d\.([1-9]\d*|[A-Z])$`)
+var taskIDRe = regexp.MustCompile(`^\d\d\.([1-9]\d*|[A-Z]|b[1-9]\d*)$`)
 
 // list prints every task of the stages, or those of one track.
 func list(w io.Writer, root string, stages []string, track string) error {
@@ -215,6 +222,9 @@ func list(w io.Writer, root string, stages []string, track string) error {
 		kind := ""
 		if e.Kind == Build {
 			kind = "  (build: " + plural(len(e.funcs), "function") + ")"
+		}
+		if e.Kind == Break {
+			kind = "  (break it)"
 		}
 		fmt.Fprintf(w, "%s  %s%s%s\n", e.ID, e.Title, kind, state)
 		fmt.Fprintf(w, "      %s\n", e.Where())

@@ -43,6 +43,8 @@ type Exercise struct {
 	codeFrom  int        // the region's first line, after the header lines
 	indent    string     // the opening marker's indentation, which the panic keeps
 	funcs     []span     // a build task's function bodies, between their braces (byte offsets)
+	broken    int        // a break task's "// broken:" line
+	Predict   string     // a break task's question: what will the tests say with the variant in place?
 	fileFuncs []funcInfo // a build task's functions, for line counts
 }
 
@@ -58,19 +60,32 @@ const (
 	// around top-level declarations. Their bodies become panics; types,
 	// constants and variables stay (they are the design the tests grade).
 	Build
+	// Break is a "break it" task: a region of reference code with a
+	// broken variant below it, commented out, marked "// break NN.bM:
+	// title", "// predict: question", "// tests: ...", the code, "//
+	// broken:", the variant's lines as comments, "// end break". The
+	// learner predicts what the tests will say with the variant in place,
+	// then runs them (exercises break). No track blanks it.
+	Break
 )
 
 func (k Kind) String() string {
-	if k == Build {
+	switch k {
+	case Build:
 		return "build"
+	case Break:
+		return "break"
 	}
 	return "exercise"
 }
 
 // Section is the chapter section that describes the kind's tasks.
 func (k Kind) Section() string {
-	if k == Build {
+	switch k {
+	case Build:
 		return "Build it"
+	case Break:
+		return "Break it"
 	}
 	return "Your turn"
 }
@@ -116,6 +131,11 @@ var (
 	buildAttempt = regexp.MustCompile(`^//\s*build\s+\d`)
 	buildRe      = regexp.MustCompile(`^// build (\d\d)\.([A-Z]): (\S.*)$`)
 	buildEnd     = regexp.MustCompile(`^//\s*end\s+build`)
+	// A break task's markers: "// break 04.b1: title" ... "// end break".
+	breakAttempt = regexp.MustCompile(`^//\s*break\s+\d`)
+	breakRe      = regexp.MustCompile(`^// break (\d\d)\.(b[1-9]\d*): (\S.*)$`)
+	breakEnd     = regexp.MustCompile(`^//\s*end\s+break`)
+	predictRe    = regexp.MustCompile(`^// predict:\s*(.*)$`)
 	hintRe       = regexp.MustCompile(`^// hint:\s*(.*)$`)
 	testsRe      = regexp.MustCompile(`^// tests:\s*(.*)$`)
 	testNameRe   = regexp.MustCompile(`^(Test|Example|Fuzz)[A-Za-z0-9_]*$`)
@@ -153,12 +173,17 @@ func parseExercises(file, module string, src []byte) ([]*Exercise, error) {
 		if buildAttempt.MatchString(text) || buildEnd.MatchString(text) {
 			kind, opening, closing, re, endText = Build, buildAttempt, buildEnd, buildRe, "// end build"
 		}
+		if breakAttempt.MatchString(text) || breakEnd.MatchString(text) {
+			kind, opening, closing, re, endText = Break, breakAttempt, breakEnd, breakRe, "// end break"
+		}
 		switch {
 		case opening.MatchString(text):
 			m := re.FindStringSubmatch(text)
 			if m == nil {
 				if kind == Build {
 					fail(n, "malformed build marker %q: want // build NN.X: title (X a capital letter)", text)
+				} else if kind == Break {
+					fail(n, "malformed break marker %q: want // break NN.bM: title", text)
 				} else {
 					fail(n, "malformed exercise marker %q: want // exercise NN.M: title", text)
 				}
@@ -181,6 +206,8 @@ func parseExercises(file, module string, src []byte) ([]*Exercise, error) {
 				h := strings.TrimSpace(lines[j])
 				if m := hintRe.FindStringSubmatch(h); m != nil && !sawHint {
 					sawHint, e.Hint = true, strings.TrimSpace(m[1])
+				} else if m := predictRe.FindStringSubmatch(h); m != nil && kind == Break && e.Predict == "" {
+					e.Predict = strings.TrimSpace(m[1])
 				} else if m := testsRe.FindStringSubmatch(h); m != nil && !sawTests {
 					sawTests = true
 					tests, err := parseTests(m[1], module, file)
@@ -198,6 +225,9 @@ func parseExercises(file, module string, src []byte) ([]*Exercise, error) {
 			case len(e.Tests) == 0:
 				fail(n, "%s %s: its // tests: line names no test", kind, e.ID)
 			}
+			if kind == Break && e.Predict == "" {
+				fail(n, "break %s has no // predict: line after its opening line: ask what the learner expects", e.ID)
+			}
 			if kind == Fill && (!sawHint || e.Hint == "") {
 				fail(n, "exercise %s has no // hint: line after its opening line", e.ID)
 			}
@@ -214,12 +244,23 @@ func parseExercises(file, module string, src []byte) ([]*Exercise, error) {
 			}
 			o := open[kind]
 			if o == nil {
-				fail(n, "%s without %s open", endText, map[Kind]string{Fill: "an exercise", Build: "a build task"}[kind])
+				fail(n, "%s without %s open", endText, map[Kind]string{Fill: "an exercise", Build: "a build task", Break: "a break task"}[kind])
 				continue
 			}
 			o.End = n
 			if o.codeFrom >= n {
 				fail(o.Line, "%s %s has no code between its header and its end", kind, o.ID)
+			}
+			if kind == Break {
+				for k := o.codeFrom; k < n; k++ {
+					if strings.TrimSpace(lines[k-1]) == "// broken:" {
+						o.broken = k
+						break
+					}
+				}
+				if o.broken == 0 || o.broken == o.codeFrom || o.broken == n-1 {
+					fail(o.Line, "break %s needs its code, a // broken: line, then the broken variant as comments", o.ID)
+				}
 			}
 			exs = append(exs, o)
 			delete(open, kind)
@@ -338,12 +379,13 @@ func checkPlacement(file string, src []byte, exs []*Exercise) []error {
 			errs = append(errs, placeBuild(file, fset, f, e)...)
 			continue
 		}
+		// A fill-in exercise or a break task: statements of one block.
 		if _, ok := innermost(e.Line, bodies); !ok {
-			errs = append(errs, &markerError{file, e.Line, fmt.Sprintf("exercise %s is outside a function body: a region must be statements of a function", e.ID)})
+			errs = append(errs, &markerError{file, e.Line, fmt.Sprintf("%s %s is outside a function body: a region must be statements of a function", e.Kind, e.ID)})
 			continue
 		}
 		if a, _ := innermost(e.Line, blocks); a != func() block { b, _ := innermost(e.End, blocks); return b }() {
-			errs = append(errs, &markerError{file, e.End, fmt.Sprintf("exercise %s ends in another block than it starts (line %d): a region must be whole statements of one block", e.ID, e.Line)})
+			errs = append(errs, &markerError{file, e.End, fmt.Sprintf("%s %s ends in another block than it starts (line %d): a region must be whole statements of one block", e.Kind, e.ID, e.Line)})
 		}
 	}
 	return errs
@@ -617,4 +659,4 @@ func exprString(x ast.Expr) string {
 	return "?"
 }
 
-func isLetter(n string) bool { return n != "" && n[0] >= 'A' && n[0] <= 'Z' }
+func isLetter(n string) bool { return n != "" && (n[0] >= 'A' && n[0] <= 'Z' || n[0] == 'b') }

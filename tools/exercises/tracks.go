@@ -50,7 +50,7 @@ func onlyIDs(exs []*Exercise, ids []string) ([]*Exercise, error) {
 	for _, id := range ids {
 		i := slices.IndexFunc(exs, func(e *Exercise) bool { return e.ID == id })
 		if i < 0 {
-			return nil, fmt.Errorf("no exercise or build task %s here (go run ./tools/exercises list shows them)", id)
+			return nil, fmt.Errorf("no task %s here (go run ./tools/exercises list shows them; in a learner's copy, a task inside code you write is gone with it)", id)
 		}
 		kept = append(kept, exs[i])
 	}

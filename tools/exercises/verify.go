@@ -90,7 +90,7 @@ func verify(w io.Writer, root string, stages []string, opts verifyOptions) error
 		}
 	}
 
-	fmt.Fprintln(w, "(b) each task, blanked alone, fails at least one of its tests")
+	fmt.Fprintln(w, "(b) each task, blanked alone (a break task: its variant in place), fails at least one of its tests")
 	for i, e := range exs {
 		if e.Blank {
 			continue
@@ -114,8 +114,8 @@ func verify(w io.Writer, root string, stages []string, opts verifyOptions) error
 				}
 			}
 			g := &goTester{Dir: filepath.Join(root, e.Module), Overlay: overlay, Rename: rename, Timeout: opts.Timeout, Race: opts.Race,
-				TestTimeout: blankTestTimeout, // a blank that hangs a test fails it: no need to wait for go test's -timeout
-				FirstFailure: true} // one failing test is the proof; the rest need not run
+				TestTimeout:  blankTestTimeout, // a blank that hangs a test fails it: no need to wait for go test's -timeout
+				FirstFailure: true}             // one failing test is the proof; the rest need not run
 			res, err := g.run(pkg, names)
 			if err != nil {
 				buildErr = err.Error()
@@ -261,12 +261,22 @@ func indentAfterFirst(s, indent string) string {
 	return strings.ReplaceAll(strings.TrimRight(s, "\n"), "\n", "\n"+indent)
 }
 
-// tasksPhrase is "32 exercises", or "32 exercises and 9 build tasks".
+// tasksPhrase is "32 exercises", or "32 exercises, 9 build tasks and 2
+// break tasks".
 func tasksPhrase(exs []*Exercise) string {
-	fills := len(forTrack(exs, TrackFill))
-	builds := len(exs) - fills
-	if builds == 0 {
-		return plural(fills, "exercise")
+	n := map[Kind]int{}
+	for _, e := range exs {
+		n[e.Kind]++
 	}
-	return plural(fills, "exercise") + " and " + plural(builds, "build task")
+	parts := []string{plural(n[Fill], "exercise")}
+	if n[Build] > 0 {
+		parts = append(parts, plural(n[Build], "build task"))
+	}
+	if n[Break] > 0 {
+		parts = append(parts, plural(n[Break], "break task"))
+	}
+	if len(parts) == 1 {
+		return parts[0]
+	}
+	return strings.Join(parts[:len(parts)-1], ", ") + " and " + parts[len(parts)-1]
 }
