@@ -15,7 +15,7 @@ TESTFLAGS ?= -race -count=1 -timeout 15m
 BENCHFLAGS ?= -run '^$$' -benchmem -count=1
 
 .PHONY: help run run-stage03 cluster cluster-down test lint vet fmt mod bench bench-cluster fuzz faults soak images deps-test deps-kcat deps-images deps-compose $(MODULES:%=test-%) \
-	exercises check exercises-verify hint solution exercise-stats doctor \
+	exercises check exercises-verify hint solution break exercise-stats doctor \
 	stage01 stage02 stage03 stage04 stage05 stage06 final
 
 help:
@@ -37,6 +37,7 @@ help:
 	@echo "               a learner's copy: those stages' tasks blank (fill track: exercises; build track: whole functions)"
 	@echo "make check STAGE=01 | EX=01.3   in a learner's copy: which tasks pass (no STAGE: every stage)"
 	@echo "make hint EX=01.3 [LEVEL=2]     a task's hints, level 1 to 3;  make solution EX=01.3: the reference's code"
+	@echo "make break EX=04.b1 [RUN=1]     a break-it task: predict, then run its tests with the code broken"
 
 # The final cluster in containers (final/cmd/cluster demo): 3 ZooKeeper
 # servers, 3 brokers, Prometheus; a producer and a consumer through the kill
@@ -167,6 +168,13 @@ hint:
 
 solution:
 	@$(GO) run ./tools/exercises solution -ex "$(EX)"
+
+# A break-it task (chapters' "Break it"): make break EX=04.b1 shows its
+# question and its broken variant; RUN=1 runs its tests with the variant in
+# place (an overlay: nothing in the tree changes).
+RUN ?=
+break:
+	@$(GO) run ./tools/exercises break -ex "$(EX)" $(if $(RUN),-run)
 
 exercise-stats:
 	@$(GO) run ./tools/exercises stats $(if $(STAGES),-stages $(STAGES))

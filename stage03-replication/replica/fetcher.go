@@ -318,6 +318,9 @@ func (f *fetcher) truncateFromAnswer(tp commitlog.TopicPartition, s *fetchState,
 	// exercise 03.4: truncate by the leader's OffsetsForLeaderEpoch answer
 	// hint: the logs agree up to where the shared epoch ends first, on either side; a follower that never had the leader's epoch cuts back and asks again (KIP-279)
 	// tests: TestFollowerTruncatesWhereTheLeadersAnswerSays
+	// break 03.b1: truncate to the high watermark, as followers did before KIP-101
+	// predict: after a leader change, which records can a follower that cuts its log back to its high watermark lose, or keep while the new leader lacks them? Which check of the tests below fails first?
+	// tests: TestFollowerTruncatesWhereTheLeadersAnswerSays, TestAnEpochThatStartsAtOurLogEndIsForgottenWhenTheLeaderAnswers
 	leo := s.p.Log.EndOffset()
 	if rp.LeaderEpoch == UndefinedEpoch || rp.EndOffset == UndefinedOffset {
 		f.finishTruncation(tp, s, s.p.HighWatermark(), true)
@@ -333,6 +336,9 @@ func (f *fetcher) truncateFromAnswer(tp commitlog.TopicPartition, s *fetchState,
 	// Both have the epoch: the logs agree up to where it ends on the side
 	// where it ends first.
 	f.finishTruncation(tp, s, min(ourEnd, rp.EndOffset, leo), true)
+	// broken:
+	// f.finishTruncation(tp, s, s.p.HighWatermark(), true)
+	// end break
 	// end exercise
 }
 

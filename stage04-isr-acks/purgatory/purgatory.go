@@ -102,7 +102,13 @@ func (p *Purgatory[K]) TryCompleteElseWatch(op Operation, timeout time.Duration,
 		for _, k := range keys {
 			p.watch(k, d)
 		}
+		// break 04.b2: watch without trying again
+		// predict: the partition's high watermark moves after the first try and before the watch: when is the waiting produce answered?
+		// tests: TestAChangeBetweenTheFirstTryAndTheWatchIsNotLost, TestOperationCompletesWhenAKeyItWatchesIsChecked
 		done = op.TryComplete()
+		// broken:
+		// _ = done // no second try
+		// end break
 	}
 	if done {
 		d.completed.Store(true)

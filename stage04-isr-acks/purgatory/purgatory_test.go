@@ -73,6 +73,37 @@ func TestOperationCompletesWhenAKeyItWatchesIsChecked(t *testing.T) {
 	require.Zero(t, p.Watched())
 }
 
+// The race the second try closes (Kafka's tryCompleteElseWatch): the
+// operation's state changes after its first try and before it is watched,
+// and the check that announces the change finds nobody watching yet.
+// Without trying again once watched, the operation would wait for its
+// deadline although it could complete.
+func TestAChangeBetweenTheFirstTryAndTheWatchIsNotLost(t *testing.T) {
+	p, _ := newManual(t)
+	op := &racingOp{p: p}
+	require.True(t, p.TryCompleteElseWatch(op, time.Minute, 1), "completed by the try after the watch")
+	require.EqualValues(t, 1, op.completions.Load())
+	require.Zero(t, op.checkedFirst, "the check announcing the change found nobody watching key 1")
+	require.Zero(t, p.Delayed(), "no deadline left on the wheels")
+}
+
+// racingOp becomes ready during its first try, too late for that try to
+// see it, and announces the change on key 1 as a partition does.
+type racingOp struct {
+	testOp
+	p            *Purgatory[int]
+	checkedFirst int
+}
+
+func (o *racingOp) TryComplete() bool {
+	if o.tries.Add(1) == 1 {
+		o.ready.Store(true)
+		o.checkedFirst = o.p.CheckAndComplete(1)
+		return false
+	}
+	return o.ready.Load()
+}
+
 func TestOperationExpiresWithinOneTickOfItsDeadline(t *testing.T) {
 	p, clock := newManual(t)
 	start := clock.now()

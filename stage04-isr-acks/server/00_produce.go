@@ -194,6 +194,9 @@ func (d *delayedProduce) TryComplete() bool {
 		}
 		// Tried at every move of the partition's high watermark: the ISR
 		// is copied only once the high watermark has passed the batch.
+		// break 04.b1: answer acks=all once the leader has the batch
+		// predict: the producer hears "written" as soon as the leader appended; the leader then dies before a follower fetched. Which tests notice, and what does a consumer of the new leader read?
+		// tests: ./cluster.TestAcksAllTimesOutWhenTheISRCannotCatchUp, ./cluster.TestISRShrinkingAfterTheAppendAnswersNotEnoughReplicasAfterAppend, ./cluster.TestSlowFollowerLeavesTheISRAndRejoins
 		switch {
 		case !pp.p.StillLeadsBatch(pp.required-1, pp.epoch):
 			pp.out.ErrorCode, pp.settled = kerr.NotLeaderForPartition.Code, true
@@ -207,6 +210,14 @@ func (d *delayedProduce) TryComplete() bool {
 				pp.out.ErrorMessage = &msg
 			}
 		}
+		// broken:
+		// switch {
+		// case !pp.p.StillLeadsBatch(pp.required-1, pp.epoch):
+		// 	pp.out.ErrorCode, pp.settled = kerr.NotLeaderForPartition.Code, true
+		// default:
+		// 	pp.settled = true // the leader has the batch: good enough
+		// }
+		// end break
 	}
 	return all
 	// end exercise

@@ -23,6 +23,9 @@ func offlineElection(replicas, inSync []int32, live func(int32) bool, unclean bo
 	// exercise 05.2: elect a dead leader's successor from the ISR
 	// hint: only an ISR member is sure to hold every committed record, and the preference order is the assignment's, not the ISR's; unclean election is the last resort
 	// tests: TestOfflineElectionTakesTheFirstLiveISRMemberInAssignmentOrder
+	// break 05.b1: elect the first live replica, in the ISR or not
+	// predict: a partition's leader dies while a lagging follower is first in the assignment: who leads now, and which acknowledged records does the new leader lack?
+	// tests: TestOfflineElectionTakesTheFirstLiveISRMemberInAssignmentOrder
 	for _, r := range replicas {
 		if live(r) && slices.Contains(inSync, r) {
 			return r, liveISR(inSync, live), true
@@ -36,6 +39,14 @@ func offlineElection(replicas, inSync []int32, live func(int32) bool, unclean bo
 		}
 	}
 	return -1, nil, false
+	// broken:
+	// for _, r := range replicas {
+	// 	if live(r) {
+	// 		return r, []int32{r}, true
+	// 	}
+	// }
+	// return -1, nil, false
+	// end break
 	// end exercise
 }
 
