@@ -90,7 +90,7 @@ func ProduceAPI(a Appender) API {
 }
 
 // build 02.G: the Produce handler: validate each batch as Kafka's LogValidator does, append, answer per partition
-// tests: TestProduceValidationFollowsKafkasLogValidator, TestProduceErrorsAreKafkaCodes, TestMaxTimestampOffsetIsTheNewestRecordWhateverTheProducerWrote, TestCorruptProduceBatchIsRefusedAndNothingAppended, TestFranzGoProducesAndConsumes
+// tests: TestProduceValidationFollowsKafkasLogValidator, TestProduceErrorsAreKafkaCodes, TestMaxTimestampOffsetIsTheNewestRecordWhateverTheProducerWrote, TestCorruptProduceBatchIsRefusedAndNothingAppended, TestFranzGoCompressedBatchesAreValidatedAndStored
 
 func handleProduce(r *Request, a Appender) {
 	req := r.Body.(*kmsg.ProduceRequest)
