@@ -134,6 +134,9 @@ func CheckLedger(ledger map[string]Ack, read map[int32][]Read) Verdict {
 			}
 		}
 	}
+	// exercise 08.1: find the acknowledged records that were lost or moved
+	// hint: walk the ledger, not the read-back: an acknowledged record must be read, and at the place it was acknowledged
+	// tests: TestCheckLedgerFindsEachAnomaly
 	for _, val := range slices.Sorted(maps.Keys(ledger)) {
 		a := ledger[val]
 		got, ok := at[val]
@@ -144,5 +147,6 @@ func CheckLedger(ledger map[string]Ack, read map[int32][]Read) Verdict {
 			v.Moved = append(v.Moved, fmt.Sprintf("%s acked at %d-%d, read at %d-%d", val, a.Partition, a.Offset, got.Partition, got.Offset))
 		}
 	}
+	// end exercise
 	return v
 }

@@ -164,6 +164,9 @@ func (v TxnVerdict) Summary() string {
 		len(v.AbortedRead), len(v.Lost), len(v.Duplicated), len(v.Partial), len(v.Unexpected))
 }
 
+// build 08.A: Jepsen's read_committed checks: no aborted read, no lost write, no duplicate, atomicity, nothing invented
+// tests: TestCheckTxnsPassesWhatReadCommittedMayRead, TestCheckTxnsFindsEachViolation
+
 // CheckTxns compares the transactions' ledger with what a read_committed
 // consumer read:
 //
@@ -246,3 +249,5 @@ type TxnReport struct {
 	// their high watermarks (a hanging transaction), if any.
 	Unstable string
 }
+
+// end build

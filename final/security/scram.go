@@ -16,6 +16,9 @@ import (
 	"strings"
 )
 
+// build 07.A: SCRAM-SHA-256/512: stored credentials and the server's side of RFC 5802, as Kafka's ScramSaslServer
+// tests: TestScramServerFollowsRFC7677sExample, TestScramServerAuthenticatesFranzGosClient, TestScramServerAcceptsOnlyItsOwnNonce, TestScramServerRefusesFewIterationsAndAnotherAuthzid, TestScramCredentialReadsBackAsKafkaWritesIt
+
 // SCRAM's iteration bounds, as Kafka's ScramMechanism has them for both
 // SHA-256 and SHA-512: fewer than 4096 iterations are refused (RFC 7677
 // asks for at least 4096), kafka-configs.sh refuses more than 16384.
@@ -245,3 +248,5 @@ func (s *scramServer) clientFinal(msg string) ([]byte, bool, error) {
 	s.done = true
 	return []byte("v=" + base64.StdEncoding.EncodeToString(hmacOf(s.hash, s.cred.ServerKey, authMessage))), true, nil
 }
+
+// end build
