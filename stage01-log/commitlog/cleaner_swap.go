@@ -41,6 +41,9 @@ import (
 // are made (ext4, xfs), so a crash leaves a prefix of them: each prefix is
 // one of the states above.
 
+// build 01.K: the cleaner's swap: three renames, and a start that completes or rolls back what a crash interrupted
+// tests: TestCleanerCrashAtEachStepRecovers, TestCompactionKeepsAbortedTxnsThroughACrashAtEachStep
+
 // swapTestHook, when tests set it, is called at each step of a swap with the
 // log's directory: "cleaned" (the cleaned files are written and fsynced,
 // no lock held), "swap" (renamed .swap) and "deleted" (the old segments
@@ -136,6 +139,9 @@ func (l *Log) completeSwap(name string, logs map[int64]os.FileInfo) error {
 		txnSwap = true
 	}
 	l.logger.Warn("completing a compaction interrupted by a crash", "swap", name, "offsets", fmt.Sprintf("[%d, %d)", base, next))
+	// exercise 01.7: complete a swap a crash interrupted: remove the segments it replaces
+	// hint: the swap replaces exactly the old segments whose base offsets lie in its range; a .txnindex under the swap's own base may already be the swap's
+	// tests: TestCleanerCrashAtEachStepRecovers, TestCompactionKeepsAbortedTxnsThroughACrashAtEachStep
 	for old := range logs {
 		if old < base || old >= max(next, base+1) {
 			continue
@@ -150,6 +156,7 @@ func (l *Log) completeSwap(name string, logs map[int64]os.FileInfo) error {
 		}
 		delete(logs, old)
 	}
+	// end exercise
 	// The swap's indexes were removed with the other .swap files; indexes
 	// under the final name belong to the old segment (or are a half-done
 	// rename of the swap's): both are rebuilt from the log.
@@ -201,3 +208,5 @@ func scanNextOffset(path string, base int64) (int64, error) {
 		next = max(next, h.NextOffset())
 	}
 }
+
+// end build
