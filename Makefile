@@ -146,8 +146,9 @@ vet:
 # signatures, and the exercises outside them). The copy is a git repository
 # whose first commit is the baseline; FROM= brings a learner's earlier copy's
 # work along. exercises-verify is the check `make test` runs on the
-# reference: every task's tests pass, each task blanked alone fails one of
-# them, and each stage with all its tasks blanked compiles, on both tracks.
+# reference: every task's tests exist (they pass: make test runs every
+# stage's tests), each task blanked alone fails one of them, and each stage
+# with all its tasks blanked compiles, on both tracks.
 # In a learner's copy (.exercises.json) it points to make check.
 DIR ?=
 STAGES ?=
@@ -184,7 +185,7 @@ doctor:
 
 exercises-verify:
 	@if [ -f .exercises.json ]; then echo "exercises-verify: this is a learner's copy (.exercises.json); make check STAGE=NN grades it"; \
-	else $(GO) run ./tools/exercises verify; fi
+	else $(GO) run ./tools/exercises verify -list-reference; fi
 
 bench:
 	@set -e; for m in $(MODULES); do (cd $$m && $(GO) test $(BENCHFLAGS) -bench . ./...); done

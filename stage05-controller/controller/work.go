@@ -58,6 +58,9 @@ func (c *Controller) failover(epoch kafkazk.ControllerEpoch) {
 		"topics", len(cs.topics), "partitions", len(cs.states))
 	// The state machines start from what ZooKeeper says (Kafka's
 	// initializePartitionState and initializeReplicaState).
+	// exercise 05.6: a new controller's state machines start from what ZooKeeper says
+	// hint: a partition is online only if its recorded leader is alive; a replica is online only if its broker is, and a dead replica of a topic being deleted cannot be deleted now
+	// tests: TestOneControllerAtATimeAndTheEpochOnlyGrows, TestPartitionModificationsCreateNewPartitionsUnlessTheTopicIsBeingDeleted
 	for _, tp := range cs.partitions() {
 		switch s, ok := cs.states[tp]; {
 		case !ok:
@@ -81,6 +84,7 @@ func (c *Controller) failover(epoch kafkazk.ControllerEpoch) {
 			}
 		}
 	}
+	// end exercise
 
 	// Leaders first: the partitions without one wait for nothing else.
 	b := newBatch()

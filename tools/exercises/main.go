@@ -65,7 +65,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.SetOutput(stderr)
 	var stages, stage, dir, track, from, ex string
 	var timeout, testTimeout time.Duration
-	var race, verbose, noGit, gate, runIt bool
+	var race, verbose, noGit, gate, runIt, listRef bool
 	var level int
 	switch cmd {
 	case "list":
@@ -99,6 +99,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fs.BoolVar(&verbose, "v", false, "show every failing test's output in full, not an excerpt")
 	case "verify":
 		fs.StringVar(&stages, "stages", "", "only these stages, comma-separated (default: every stage)")
+		fs.BoolVar(&listRef, "list-reference", false, "check that the named tests exist without running them on the reference (make test runs every stage's tests anyway)")
 		fs.DurationVar(&timeout, "timeout", 10*time.Minute, "go test's -timeout for each package")
 		fs.BoolVar(&race, "race", false, "run the tests with the race detector")
 	default:
@@ -164,7 +165,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		err = check(stdout, root, chosen, checkOptions{Timeout: timeout, TestTimeout: testTimeout, Race: race, RaceSet: raceSet, Verbose: verbose,
 			Track: track, IDs: ids, Gate: gate})
 	case "verify":
-		err = verify(stdout, root, chosen, verifyOptions{Timeout: timeout, Race: race})
+		err = verify(stdout, root, chosen, verifyOptions{Timeout: timeout, Race: race, ListReference: listRef})
 	}
 	if err != nil {
 		if !errors.Is(err, errReported) {

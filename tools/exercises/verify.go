@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"time"
@@ -16,6 +17,12 @@ import (
 type verifyOptions struct {
 	Timeout time.Duration
 	Race    bool
+	// ListReference makes (a) check that every named test exists (go test
+	// -list) without running it: for make test, which runs every stage's
+	// tests anyway.
+	ListReference bool
+	// Parallel is how many tasks (b) checks at once (default: the CPUs).
+	Parallel int
 }
 
 // blankTestTimeout bounds each test run with a task blanked: a blank
@@ -64,6 +71,21 @@ func verify(w io.Writer, root string, stages []string, opts verifyOptions) error
 	}
 	keys, tests := testsByPackage(exs)
 	for _, k := range keys {
+		if opts.ListReference {
+			t0 := time.Now()
+			have, err := listTests(filepath.Join(root, k.Module), k.Pkg)
+			if err != nil {
+				problem("%s %s: %v", k.Module, k.Pkg, err)
+				continue
+			}
+			fmt.Fprintf(w, "  %s %s: %d tests exist (listed, not run: the stage's own tests run them) (%s)\n", k.Module, k.Pkg, len(tests[k]), time.Since(t0).Round(100*time.Millisecond))
+			for _, name := range tests[k] {
+				if !slices.Contains(have, name) {
+					problem("%s names %s, which %s %s does not have", exercisesNaming(exs, k, name), name, k.Module, k.Pkg)
+				}
+			}
+			continue
+		}
 		g := &goTester{Dir: filepath.Join(root, k.Module), Timeout: opts.Timeout, Race: opts.Race}
 		res, err := g.run(k.Pkg, tests[k])
 		if err != nil {
@@ -91,59 +113,40 @@ func verify(w io.Writer, root string, stages []string, opts verifyOptions) error
 	}
 
 	fmt.Fprintln(w, "(b) each task, blanked alone (a break task: its variant in place), fails at least one of its tests")
-	for i, e := range exs {
-		if e.Blank {
-			continue
+	type bResult struct {
+		line     string   // the task's line of the report
+		problems []string // its problems
+	}
+	results := make([]chan bResult, len(exs))
+	for i := range results {
+		results[i] = make(chan bResult, 1)
+	}
+	workers := opts.Parallel
+	if workers <= 0 {
+		workers = min(runtime.NumCPU(), 4)
+	}
+	next := make(chan int)
+	go func() {
+		for i := range exs {
+			next <- i
 		}
-		t0 := time.Now()
-		overlay, rename, err := writeOverlay(filepath.Join(tmp, fmt.Sprint("b", i)), root, []*Exercise{e})
-		if err != nil {
-			problem("blanking %s: %v", e.ID, err)
-			continue
+		close(next)
+	}()
+	for range workers {
+		go func() {
+			for i := range next {
+				line, probs := verifyBlank(exs[i], root, filepath.Join(tmp, fmt.Sprint("b", i)), opts)
+				results[i] <- bResult{line, probs}
+			}
+		}()
+	}
+	for i := range exs {
+		r := <-results[i]
+		if r.line != "" {
+			fmt.Fprintln(w, r.line)
 		}
-		var failing, others []string
-		var buildErr string
-		for _, pkg := range e.Pkgs() {
-			if len(failing) > 0 {
-				break
-			}
-			var names []string
-			for _, t := range e.Tests {
-				if t.Pkg == pkg {
-					names = append(names, t.Name)
-				}
-			}
-			g := &goTester{Dir: filepath.Join(root, e.Module), Overlay: overlay, Rename: rename, Timeout: opts.Timeout, Race: opts.Race,
-				TestTimeout:  blankTestTimeout, // a blank that hangs a test fails it: no need to wait for go test's -timeout
-				FirstFailure: true}             // one failing test is the proof; the rest need not run
-			res, err := g.run(pkg, names)
-			if err != nil {
-				buildErr = err.Error()
-				break
-			}
-			if res.BuildFailed {
-				buildErr = res.BuildOutput
-				break
-			}
-			for _, n := range names {
-				ref := TestRef{Pkg: pkg, Name: n}.String()
-				if res.Tests[n].Status == testFail {
-					failing = append(failing, ref)
-				} else {
-					others = append(others, ref+" "+res.Tests[n].Status)
-				}
-			}
-		}
-		took := time.Since(t0).Round(100 * time.Millisecond)
-		switch {
-		case buildErr != "":
-			fmt.Fprintf(w, "  %s %s: does not compile (%s)\n", e.ID, e.Title, took)
-			problem("blanking %s does not compile (a variable or import the region alone used? move it into the region):\n%s", e.ID, strings.TrimSpace(buildErr))
-		case len(failing) == 0:
-			fmt.Fprintf(w, "  %s %s: no test fails (%s)\n", e.ID, e.Title, took)
-			problem("blanking %s fails none of its tests (%s): name a test that needs the region", e.ID, strings.Join(others, ", "))
-		default:
-			fmt.Fprintf(w, "  %s %s: %s fails (%s)\n", e.ID, e.Title, strings.Join(failing, ", "), took)
+		for _, p := range r.problems {
+			problem("%s", p)
 		}
 	}
 
@@ -279,4 +282,77 @@ func tasksPhrase(exs []*Exercise) string {
 		return parts[0]
 	}
 	return strings.Join(parts[:len(parts)-1], ", ") + " and " + parts[len(parts)-1]
+}
+
+// verifyBlank is (b) for one task: its report line and its problems.
+func verifyBlank(e *Exercise, root, dir string, opts verifyOptions) (line string, problems []string) {
+	if e.Blank {
+		return "", nil
+	}
+	t0 := time.Now()
+	overlay, rename, err := writeOverlay(dir, root, []*Exercise{e})
+	if err != nil {
+		return "", []string{fmt.Sprintf("blanking %s: %v", e.ID, err)}
+	}
+	var failing, others []string
+	var buildErr string
+	for _, pkg := range e.Pkgs() {
+		if len(failing) > 0 {
+			break
+		}
+		var names []string
+		for _, t := range e.Tests {
+			if t.Pkg == pkg {
+				names = append(names, t.Name)
+			}
+		}
+		g := &goTester{Dir: filepath.Join(root, e.Module), Overlay: overlay, Rename: rename, Timeout: opts.Timeout, Race: opts.Race,
+			TestTimeout:  blankTestTimeout, // a blank that hangs a test fails it: no need to wait for go test's -timeout
+			FirstFailure: true}             // one failing test is the proof; the rest need not run
+		res, err := g.run(pkg, names)
+		if err != nil {
+			buildErr = err.Error()
+			break
+		}
+		if res.BuildFailed {
+			buildErr = res.BuildOutput
+			break
+		}
+		for _, n := range names {
+			ref := TestRef{Pkg: pkg, Name: n}.String()
+			if res.Tests[n].Status == testFail {
+				failing = append(failing, ref)
+			} else {
+				others = append(others, ref+" "+res.Tests[n].Status)
+			}
+		}
+	}
+	took := time.Since(t0).Round(100 * time.Millisecond)
+	switch {
+	case buildErr != "":
+		return fmt.Sprintf("  %s %s: does not compile (%s)", e.ID, e.Title, took),
+			[]string{fmt.Sprintf("blanking %s does not compile (a variable or import the region alone used? move it into the region):\n%s", e.ID, strings.TrimSpace(buildErr))}
+	case len(failing) == 0:
+		return fmt.Sprintf("  %s %s: no test fails (%s)", e.ID, e.Title, took),
+			[]string{fmt.Sprintf("blanking %s fails none of its tests (%s): name a test that needs the region", e.ID, strings.Join(others, ", "))}
+	}
+	return fmt.Sprintf("  %s %s: %s fails (%s)", e.ID, e.Title, strings.Join(failing, ", "), took), nil
+}
+
+// listTests lists the top-level tests of a package (go test -list), which
+// compiles its test binary but runs nothing.
+func listTests(dir, pkg string) ([]string, error) {
+	cmd := exec.Command("go", "test", "-list", ".", pkg)
+	cmd.Dir = dir
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return nil, fmt.Errorf("go test -list: %v\n%s", err, out)
+	}
+	var names []string
+	for _, l := range strings.Split(string(out), "\n") {
+		if testNameRe.MatchString(strings.TrimSpace(l)) {
+			names = append(names, strings.TrimSpace(l))
+		}
+	}
+	return names, nil
 }
