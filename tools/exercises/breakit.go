@@ -5,6 +5,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 )
 
@@ -14,6 +15,9 @@ import (
 func breakIt(w io.Writer, root, id string, run bool, opts checkOptions) error {
 	e, err := findTask(root, id)
 	if err != nil {
+		if m := readManifest(root); m != nil && slices.Contains(m.Stages, id[:2]) {
+			return fmt.Errorf("%s is not in this copy: a break task breaks the reference's code, which this copy blanks for you to write; run it in the workbook itself, or in a copy that does not blank stage %s", id, id[:2])
+		}
 		return err
 	}
 	if e.Kind != Break {
@@ -71,7 +75,11 @@ func breakIt(w io.Writer, root, id string, run bool, opts checkOptions) error {
 		}
 		for _, n := range names {
 			r := res.Tests[n]
-			fmt.Fprintf(w, "\n  %-4s %s\n", map[string]string{testPass: "ok", testFail: "FAIL"}[r.Status]+"", n)
+			status := map[string]string{testPass: "ok", testFail: "FAIL"}[r.Status]
+			if status == "" {
+				status = r.Status
+			}
+			fmt.Fprintf(w, "\n  %-4s %s\n", status, n)
 			if r.Status == testFail {
 				failed++
 				for _, x := range excerpt(r.Output, 12) {

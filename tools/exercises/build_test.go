@@ -62,6 +62,7 @@ func TestBuildTrackBlanksWholeFunctionsAndTheExercisesOutside(t *testing.T) {
 	// helper function inside the build task, and an import.
 	written := strings.Replace(calc, "func Twice(x int) int {\n\tpanic(\"build 01.A: double and halve (see docs/01-demo.md, Build it)\")\n}",
 		"func Twice(x int) int { return times(x, 2) }\n\nfunc times(x, n int) int { return x * n }", 1)
+	partial := written
 	written = strings.Replace(written, `func Half(x int) int { panic("build 01.A: double and halve (see docs/01-demo.md, Build it)") }`,
 		"func Half(x int) int { return int(math.Trunc(float64(x) / 2)) }", 1)
 	written = strings.Replace(written, `panic("exercise 01.1: add up a list (see docs/01-log.md, Your turn)")`, "", 1)
@@ -70,18 +71,31 @@ func TestBuildTrackBlanksWholeFunctionsAndTheExercisesOutside(t *testing.T) {
 	j := i + strings.Index(written[i:], "\n")
 	written = written[:i] + "return Twice(0) + len(strings.Split(list, \",\")) - len(strings.Split(list, \",\")) + 6" + written[j:]
 	written = strings.Replace(written, "package calc\n", "package calc\n\nimport (\n\t\"math\"\n\t\"strings\"\n)\n", 1)
+	partial = strings.Replace(partial, "package calc\n", "package calc\n\nimport \"strings\"\n", 1)
+	i = strings.Index(partial, `panic("exercise 01.1`)
+	j = i + strings.Index(partial[i:], "\n")
+	partial = partial[:i] + "return Twice(0) + len(strings.Split(list, \",\")) - len(strings.Split(list, \",\")) + 6" + partial[j:]
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "stage01-demo/calc/calc.go"), []byte(partial), 0o644))
+	out.Reset()
+	require.ErrorIs(t, check(&out, dir, nil, checkOptions{Timeout: quick.Timeout, IDs: []string{"01.A"}}), errReported)
+	require.Contains(t, out.String(), "1 of 3 functions are still the task's panic", "a build task half written does not pass (the learner's helper counts as one of its functions)")
+
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "stage01-demo/calc/calc.go"), []byte(written), 0o644))
 	out.Reset()
 	require.NoError(t, check(&out, dir, nil, opts), out.String())
 	require.Contains(t, out.String(), "stage 01: 2 of 2 tasks pass")
 	require.Contains(t, out.String(), "stage gate passed: stage01-demo is done", "once a stage's tasks pass, its whole module's tests run")
 
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "stage01-demo/calc/extra.go"), []byte("package calc\n\nfunc extra() {}\n"), 0o644))
+
 	// A new copy brings that work along: the learner's code, its helper
-	// and the import it needs.
+	// and the import it needs; a file of the learner's own is named.
 	next := filepath.Join(t.TempDir(), "next")
 	out.Reset()
 	require.NoError(t, write(&out, root, next, nil, writeOptions{Track: TrackBuild, From: dir}))
 	require.Contains(t, out.String(), "carried forward from "+dir+": 01.1, 01.A")
+	require.Contains(t, out.String(), "not carried: stage01-demo/calc/extra.go, changed outside any task's region")
+	require.NotContains(t, out.String(), "not carried: stage01-demo/calc/calc.go", "calc.go changed only inside its tasks' regions")
 	carried := readFile(t, filepath.Join(next, "stage01-demo/calc/calc.go"))
 	require.Contains(t, carried, "func times(x, n int) int { return x * n }")
 	require.Contains(t, carried, `"math"`)
@@ -90,6 +104,7 @@ func TestBuildTrackBlanksWholeFunctionsAndTheExercisesOutside(t *testing.T) {
 	log, err := exec.Command("git", "-C", next, "log", "--format=%s").Output()
 	require.NoError(t, err)
 	require.Equal(t, "carried forward from "+dir+": 01.1, 01.A\nbaseline: the workbook with 2 tasks blanked (build track)\n", string(log))
+	require.ErrorContains(t, write(&out, root, filepath.Join(t.TempDir(), "x"), nil, writeOptions{From: root}), "not a learner's copy")
 }
 
 func TestHintsComeByLevelAndSolutionsFromTheCopy(t *testing.T) {
@@ -145,6 +160,12 @@ func TestATimeoutIsBlamedOnTheTaskThatHangs(t *testing.T) {
 		"goroutine 7 [running]:\ntesting.(*M).startAlarm.func1()\n\t/usr/local/go/src/testing/testing.go:2484 +0x394\n",
 		"goroutine 21 [runnable]:\ngithub.com/x/commitlog.(*segment).translateOffset(...)\n\t/home/me/workbook/stage01-log/commitlog/segment.go:431 +0x1d\n",
 	}
+	sigquit := []string{"SIGQUIT: quit\nPC=0x47d0a1 m=0 sigcode=0\n\n",
+		"goroutine 21 gp=0xc000102a80 m=nil [sync.Mutex.Lock]:\ngithub.com/x/commitlog.(*mmapIndex).search(...)\n\t/home/me/workbook/stage01-log/commitlog/index.go:133 +0x37 fp=0xc00004df28 sp=0xc00004df00 pc=0x4a7b37\n"}
+	require.True(t, timedOut(sigquit))
+	h0 := hangingTask(sigquit, tasks)
+	require.NotNil(t, h0, "a SIGQUIT dump's frames carry fp= sp= pc=")
+	require.Equal(t, "01.3", h0.task.ID)
 	require.True(t, timedOut(dump))
 	h := hangingTask(dump, tasks)
 	require.NotNil(t, h)

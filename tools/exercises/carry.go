@@ -9,6 +9,7 @@ import (
 	"go/token"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -62,6 +63,10 @@ func carryForward(w io.Writer, dir, from string) ([]string, error) {
 	}
 	var carried []string
 	for file, exs := range byFile(carry) {
+		ids := make([]string, len(exs))
+		for i, e := range exs {
+			ids[i] = e.ID
+		}
 		oldSrc, err := os.ReadFile(filepath.Join(from, filepath.FromSlash(file)))
 		if err != nil {
 			return nil, err
@@ -72,20 +77,22 @@ func carryForward(w io.Writer, dir, from string) ([]string, error) {
 			return nil, err
 		}
 		// The new file's tasks, found again in it: positions shift.
-		fresh, err := parseExercises(file, exs[0].Module, newSrc)
+		fresh, err := parseMarkers(file, exs[0].Module, newSrc, true)
 		if err != nil {
 			return nil, err
 		}
 		out, err := spliceRegions(file, oldSrc, newSrc, exs, fresh)
 		if err != nil {
-			return nil, err
+			fmt.Fprintf(w, "not carried: %s (%s): %v\n", strings.Join(ids, ", "), file, err)
+			continue
 		}
 		if err := os.WriteFile(path, out, 0o644); err != nil {
 			return nil, err
 		}
-		for _, e := range exs {
-			carried = append(carried, e.ID)
-		}
+		carried = append(carried, ids...)
+	}
+	for _, f := range changedOutsideTasks(from, carry) {
+		fmt.Fprintf(w, "not carried: %s, changed outside any task's region: bring it by hand if your code needs it\n", f)
 	}
 	slices.SortFunc(carried, compareIDs)
 	if len(carried) > 0 {
@@ -199,4 +206,78 @@ func declared(f *ast.File, name string) bool {
 		}
 	}
 	return false
+}
+
+// changedOutsideTasks lists the Go files of a learner's copy that changed
+// since its baseline commit other than inside the regions of carried:
+// files the learner added, and edits outside the regions (a helper
+// written after a task's end marker). It needs the copy's git history;
+// without it, it says nothing.
+func changedOutsideTasks(from string, carried []*Exercise) []string {
+	root, err := exec.Command("git", "-C", from, "rev-list", "--max-parents=0", "HEAD").Output()
+	if err != nil {
+		return nil
+	}
+	base := strings.TrimSpace(strings.Split(string(root), "\n")[0])
+	changed, err := exec.Command("git", "-C", from, "diff", "--name-only", base).Output()
+	if err != nil {
+		return nil
+	}
+	untracked, _ := exec.Command("git", "-C", from, "ls-files", "--others", "--exclude-standard").Output()
+	byFileExs := byFile(carried)
+	var out []string
+	for _, f := range strings.Fields(string(changed) + " " + string(untracked)) {
+		if !strings.HasSuffix(f, ".go") || slices.Contains(out, f) {
+			continue
+		}
+		exs, ok := byFileExs[f]
+		if !ok {
+			out = append(out, f)
+			continue
+		}
+		now, err1 := os.ReadFile(filepath.Join(from, filepath.FromSlash(f)))
+		then, err2 := exec.Command("git", "-C", from, "show", base+":"+f).Output()
+		if err1 != nil || err2 != nil {
+			continue
+		}
+		thenExs, err := parseMarkers(f, exs[0].Module, then, true)
+		if err != nil {
+			continue
+		}
+		if outsideRegions(now, exs) != outsideRegions(then, thenExs) {
+			out = append(out, f)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// outsideRegions is src without the code of the regions of exs (its
+// markers kept) and without its imports, which carrying mends itself.
+func outsideRegions(src []byte, exs []*Exercise) string {
+	var imports [][2]int // line spans of import declarations
+	fset := token.NewFileSet()
+	if f, err := parser.ParseFile(fset, "", src, parser.ImportsOnly); err == nil {
+		for _, d := range f.Decls {
+			if gd, ok := d.(*ast.GenDecl); ok && gd.Tok == token.IMPORT {
+				imports = append(imports, [2]int{fset.Position(gd.Pos()).Line, fset.Position(gd.End()).Line})
+			}
+		}
+	}
+	lines := strings.Split(string(src), "\n")
+	var keep []string
+	for i, l := range lines {
+		n := i + 1
+		inside := false
+		for _, e := range exs {
+			inside = inside || e.codeFrom <= n && n < e.End
+		}
+		for _, span := range imports {
+			inside = inside || span[0] <= n && n <= span[1]
+		}
+		if !inside && strings.TrimSpace(l) != "" {
+			keep = append(keep, l)
+		}
+	}
+	return strings.Join(keep, "\n")
 }

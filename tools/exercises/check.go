@@ -54,29 +54,28 @@ func testsByPackage(exs []*Exercise) (keys []pkgKey, tests map[pkgKey][]string) 
 // tests pass, with the hint where they do not. It fails when an exercise
 // does.
 func check(w io.Writer, root string, stages []string, opts checkOptions) error {
+	m := readManifest(root)
+	if len(stages) == 0 && m != nil && len(m.Stages) > 0 {
+		stages = m.Stages // a copy grades the stages it blanked
+	}
 	all, err := findExercises(root, stages)
 	if err != nil {
 		return err
 	}
-	var m *manifest
-	if data, err := os.ReadFile(filepath.Join(root, manifestName)); err == nil {
-		var read manifest
-		if json.Unmarshal(data, &read) == nil {
-			m = &read
-			commit := m.SourceCommit
-			if len(commit) > 12 {
-				commit = commit[:12]
-			}
-			if commit != "" {
-				commit = " at " + commit
-			}
-			track := m.Track
-			if track == "" {
-				track = TrackFill
-			}
-			fmt.Fprintf(w, "a learner's copy of the workbook%s, the %s track, stages %s blanked when it was written\n",
-				commit, track, strings.Join(m.Stages, ", "))
+	if m != nil {
+		commit := m.SourceCommit
+		if len(commit) > 12 {
+			commit = commit[:12]
 		}
+		if commit != "" {
+			commit = " at " + commit
+		}
+		track := m.Track
+		if track == "" {
+			track = TrackFill
+		}
+		fmt.Fprintf(w, "a learner's copy of the workbook%s, the %s track, stages %s blanked when it was written\n",
+			commit, track, strings.Join(m.Stages, ", "))
 	}
 	track := opts.Track
 	if track == "" && m != nil {
@@ -85,7 +84,13 @@ func check(w io.Writer, root string, stages []string, opts checkOptions) error {
 	if track, err = parseTrack(track); err != nil {
 		return err
 	}
-	exs, err := onlyIDs(forTrack(all, track), opts.IDs)
+	trackExs := forTrack(all, track)
+	if m != nil {
+		// In a copy, the tasks are those it blanked: a build task of the
+		// fill track's copy is reference code, not the learner's.
+		trackExs = slices.DeleteFunc(trackExs, func(e *Exercise) bool { return !slices.Contains(m.Exercises, e.ID) })
+	}
+	exs, err := onlyIDs(trackExs, opts.IDs)
 	if err != nil {
 		return err
 	}
@@ -95,12 +100,18 @@ func check(w io.Writer, root string, stages []string, opts checkOptions) error {
 	}
 	keys, tests := testsByPackage(exs)
 	results := map[pkgKey]*pkgResult{}
+	raced := map[pkgKey]bool{}
 	docs := map[pkgKey]map[string]string{}
 	for _, k := range keys {
 		race := opts.Race
 		if !opts.RaceSet {
 			race = slices.Contains(raceStages, stageOfModule(k.Module))
+			if race && !raceAvailable() {
+				race = false
+				fmt.Fprintf(w, "(-race needs cgo and a C compiler, which this machine lacks: %s runs without it; make doctor says what to install)\n", k.Module)
+			}
 		}
+		raced[k] = race
 		flags := ""
 		if race {
 			flags = " (-race)"
@@ -112,7 +123,7 @@ func check(w io.Writer, root string, stages []string, opts checkOptions) error {
 		}
 		docs[k] = testDocs(filepath.Join(root, k.Module, filepath.FromSlash(k.Pkg)))
 	}
-	ctx := &reportContext{results: results, docs: docs, all: all, verbose: opts.Verbose}
+	ctx := &reportContext{results: results, raced: raced, docs: docs, all: trackExs, verbose: opts.Verbose}
 	failed := false
 	for _, st := range stagesOf(exs) {
 		var stageExs []*Exercise
@@ -137,7 +148,7 @@ func check(w io.Writer, root string, stages []string, opts checkOptions) error {
 			continue
 		}
 		if m != nil && opts.Gate && len(opts.IDs) == 0 {
-			if !stageGate(w, root, stageExs[0].Module, opts) {
+			if !stageGate(w, root, stageExs[0].Module, track, m, opts) {
 				failed = true
 			}
 		}
@@ -193,6 +204,8 @@ func report(w io.Writer, e *Exercise, width int, ctx *reportContext) bool {
 				l.note = "stopped at " + other + ", which is still blank"
 			} else if hung := hangingTask(r.Output, ctx.all); hung != nil && timedOut(r.Output) {
 				l.note = fmt.Sprintf("timed out in %s %s (%s): a loop that never ends, a wait nothing wakes, or a panic under a lock the test waits for", hung.task.Kind, hung.task.ID, hung.where)
+			} else if timedOut(r.Output) && hung == nil && !verbose {
+				l.note = "timed out, in no task's code: make check EX=" + e.ID + " -v shows the goroutine dump"
 			} else if !e.Blank && (verbose || len(details) == 0) {
 				// The first failure says most; -v shows them all, whole.
 				out := r.Output
@@ -231,6 +244,10 @@ func report(w io.Writer, e *Exercise, width int, ctx *reportContext) bool {
 		}
 		lines = append(lines, l)
 	}
+	if e.Kind == Build && !e.Blank && e.blankFuncs > 0 {
+		pass = false
+		lines = append(lines, line{status: "FAIL", name: fmt.Sprintf("%d of %d functions are still the task's panic: a build task passes once every one is written", e.blankFuncs, len(e.funcs))})
+	}
 	verdict := "pass"
 	if !pass {
 		verdict = "FAIL"
@@ -262,7 +279,11 @@ func report(w io.Writer, e *Exercise, width int, ctx *reportContext) bool {
 		if !e.Blank {
 			for _, pkg := range e.Pkgs() {
 				if names := byPkg[pkg]; len(names) > 0 {
-					fmt.Fprintf(w, "        run:  cd %s && go test -count=1 -run '%s' %s\n", e.Module, runPattern(names), pkg)
+					race := ""
+					if ctx.raced[pkgKey{e.Module, pkg}] {
+						race = " -race"
+					}
+					fmt.Fprintf(w, "        run:  cd %s && go test -count=1%s -run '%s' %s\n", e.Module, race, runPattern(names), pkg)
 				}
 			}
 		}
@@ -293,4 +314,17 @@ func lastLine(output []string) string {
 		}
 	}
 	return "no output"
+}
+
+// readManifest reads a learner's copy's manifest, or nil in the reference.
+func readManifest(root string) *manifest {
+	data, err := os.ReadFile(filepath.Join(root, manifestName))
+	if err != nil {
+		return nil
+	}
+	var m manifest
+	if json.Unmarshal(data, &m) != nil {
+		return nil
+	}
+	return &m
 }

@@ -40,12 +40,13 @@ type Exercise struct {
 	Doc    string    // the stage's chapter, "docs/01-log.md", or "" when there is none
 	Blank  bool      // the region is the exercise's panic: nobody has written it yet
 
-	codeFrom  int        // the region's first line, after the header lines
-	indent    string     // the opening marker's indentation, which the panic keeps
-	funcs     []span     // a build task's function bodies, between their braces (byte offsets)
-	broken    int        // a break task's "// broken:" line
-	Predict   string     // a break task's question: what will the tests say with the variant in place?
-	fileFuncs []funcInfo // a build task's functions, for line counts
+	codeFrom   int        // the region's first line, after the header lines
+	indent     string     // the opening marker's indentation, which the panic keeps
+	funcs      []span     // a build task's function bodies, between their braces (byte offsets)
+	broken     int        // a break task's "// broken:" line
+	blankFuncs int        // a build task's functions still its panic
+	Predict    string     // a break task's question: what will the tests say with the variant in place?
+	fileFuncs  []funcInfo // a build task's functions, for line counts
 }
 
 // Kind tells the two tracks' tasks apart.
@@ -158,6 +159,14 @@ func (e *markerError) Error() string { return fmt.Sprintf("%s:%d: %s", e.file, e
 // stage folder (stageNN-...). Every malformed marker is reported, joined
 // in one error.
 func parseExercises(file, module string, src []byte) ([]*Exercise, error) {
+	return parseMarkers(file, module, src, false)
+}
+
+// parseMarkers is parseExercises; lenient is for a learner's copy, where a
+// region is the learner's to empty or to leave half-typed: an empty region
+// and a file that does not parse are not errors there (the compiler says
+// what is wrong), only malformed markers are.
+func parseMarkers(file, module string, src []byte, lenient bool) ([]*Exercise, error) {
 	var errs []error
 	fail := func(line int, format string, args ...any) {
 		errs = append(errs, &markerError{file, line, fmt.Sprintf(format, args...)})
@@ -248,7 +257,7 @@ func parseExercises(file, module string, src []byte) ([]*Exercise, error) {
 				continue
 			}
 			o.End = n
-			if o.codeFrom >= n {
+			if o.codeFrom >= n && !lenient {
 				fail(o.Line, "%s %s has no code between its header and its end", kind, o.ID)
 			}
 			if kind == Break {
@@ -275,7 +284,7 @@ func parseExercises(file, module string, src []byte) ([]*Exercise, error) {
 		}
 	}
 	if len(exs) > 0 {
-		errs = append(errs, checkPlacement(file, src, exs)...)
+		errs = append(errs, checkPlacement(file, src, exs, lenient)...)
 	}
 	seen := map[string]*Exercise{}
 	for _, e := range exs {
@@ -342,10 +351,13 @@ func pkgOf(file, module string) string {
 // lies in a function body and starts and ends in the same block, so that
 // replacing it with one statement leaves Go; and that each build task
 // holds whole top-level declarations (see placeBuild).
-func checkPlacement(file string, src []byte, exs []*Exercise) []error {
+func checkPlacement(file string, src []byte, exs []*Exercise, lenient bool) []error {
 	fset := token.NewFileSet()
 	f, err := parser.ParseFile(fset, file, src, parser.SkipObjectResolution)
 	if err != nil {
+		if lenient {
+			return nil // the learner's file, half-typed: its package does not build, which check shows
+		}
 		return []error{fmt.Errorf("%s: does not parse: %w", file, err)}
 	}
 	line := func(p token.Pos) int { return fset.Position(p).Line }
@@ -376,10 +388,15 @@ func checkPlacement(file string, src []byte, exs []*Exercise) []error {
 	var errs []error
 	for _, e := range exs {
 		if e.Kind == Build {
-			errs = append(errs, placeBuild(file, fset, f, e)...)
+			if perrs := placeBuild(file, fset, f, e); !lenient {
+				errs = append(errs, perrs...)
+			}
 			continue
 		}
 		// A fill-in exercise or a break task: statements of one block.
+		if lenient {
+			continue // the learner's code may reshape the blocks around it
+		}
 		if _, ok := innermost(e.Line, bodies); !ok {
 			errs = append(errs, &markerError{file, e.Line, fmt.Sprintf("%s %s is outside a function body: a region must be statements of a function", e.Kind, e.ID)})
 			continue
@@ -400,6 +417,8 @@ func findExercises(root string, stages []string) ([]*Exercise, error) {
 	if err != nil {
 		return nil, err
 	}
+	_, statErr := os.Stat(filepath.Join(root, manifestName))
+	lenient := statErr == nil // a learner's copy
 	var all []*Exercise
 	var errs []error
 	for _, module := range modules {
@@ -421,14 +440,14 @@ func findExercises(root string, stages []string) ([]*Exercise, error) {
 			if err != nil {
 				return err
 			}
-			if !strings.Contains(string(src), "// exercise ") && !strings.Contains(string(src), "// build ") {
+			if !strings.Contains(string(src), "// exercise ") && !strings.Contains(string(src), "// build ") && !strings.Contains(string(src), "// break ") {
 				return nil
 			}
 			rel, err := filepath.Rel(root, p)
 			if err != nil {
 				return err
 			}
-			exs, perr := parseExercises(filepath.ToSlash(rel), module, src)
+			exs, perr := parseMarkers(filepath.ToSlash(rel), module, src, lenient)
 			if perr != nil {
 				errs = append(errs, perr)
 			}
@@ -579,7 +598,7 @@ func placeBuild(file string, fset *token.FileSet, f *ast.File, e *Exercise) []er
 	fail := func(l int, format string, args ...any) {
 		errs = append(errs, &markerError{file, l, fmt.Sprintf(format, args...)})
 	}
-	e.funcs, e.fileFuncs = nil, nil
+	e.funcs, e.fileFuncs, e.blankFuncs = nil, nil, 0
 	blank := true
 	for _, d := range f.Decls {
 		from, to := line(d.Pos()), line(d.End())
@@ -606,7 +625,9 @@ func placeBuild(file string, fset *token.FileSet, f *ast.File, e *Exercise) []er
 			}
 			e.funcs = append(e.funcs, body)
 			e.fileFuncs = append(e.fileFuncs, funcInfo{Name: name, Body: body, FromLine: line(fd.Body.Lbrace), ToLine: line(fd.Body.Rbrace)})
-			if !isBuildPanic(fd.Body, e.ID) {
+			if isBuildPanic(fd.Body, e.ID) {
+				e.blankFuncs++
+			} else {
 				blank = false
 			}
 		}

@@ -6,7 +6,9 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"io"
+	"os"
 	"os/exec"
 	"strconv"
 	"strings"
@@ -84,9 +86,12 @@ func runWatched(cmd *exec.Cmd, out *bytes.Buffer, limit time.Duration) error {
 // quitChildren sends SIGQUIT to the processes whose parent is pid: while
 // a test runs, go test's one child is the test binary.
 func quitChildren(pid int) {
-	out, err := exec.Command("pgrep", "-P", strconv.Itoa(pid)).Output()
+	// Linux lists a process's children in /proc; elsewhere, pgrep.
+	out, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", pid, pid))
 	if err != nil {
-		return
+		if out, err = exec.Command("pgrep", "-P", strconv.Itoa(pid)).Output(); err != nil {
+			return
+		}
 	}
 	for _, f := range strings.Fields(string(out)) {
 		if child, err := strconv.Atoi(f); err == nil {

@@ -61,6 +61,16 @@ func write(w io.Writer, root, dir string, stages []string, opts writeOptions) er
 	} else if err != nil && !os.IsNotExist(err) {
 		return err
 	}
+	if opts.From != "" {
+		// Refuse a bad -from before anything is written.
+		old := readManifest(opts.From)
+		if old == nil {
+			return fmt.Errorf("-from %s: not a learner's copy (no readable %s)", opts.From, manifestName)
+		}
+		if _, err := findExercises(opts.From, old.Stages); err != nil {
+			return fmt.Errorf("-from %s: %w", opts.From, err)
+		}
+	}
 	all, err := findExercises(root, stages)
 	if err != nil {
 		return err
@@ -127,8 +137,18 @@ func write(w io.Writer, root, dir string, stages []string, opts writeOptions) er
 		fmt.Fprintf(w, "no tasks are marked%s for the %s track: nothing was blanked\n", stagesPhrase(stages), track)
 	} else {
 		fmt.Fprintf(w, "blanked %d tasks%s:\n", len(exs), stagesPhrase(m.Stages))
+		where := map[string]string{} // the copy's own places: blanking moves lines
+		if inCopy, err := findExercises(dir, m.Stages); err == nil {
+			for _, e := range inCopy {
+				where[e.ID] = e.Where()
+			}
+		}
 		for _, e := range exs {
-			fmt.Fprintf(w, "  %s  %s  (%s)\n", e.ID, e.Title, e.Where())
+			at := where[e.ID]
+			if at == "" {
+				at = e.Where()
+			}
+			fmt.Fprintf(w, "  %s  %s  (%s)\n", e.ID, e.Title, at)
 		}
 	}
 	git := !opts.NoGit && commitAll(dir, "baseline: the workbook with "+plural(len(exs), "task")+" blanked ("+track+" track)") == nil
