@@ -136,6 +136,18 @@ else
 	need_kcat+=(kcat)
 fi
 
+# --- a C compiler, for -race ------------------------------------------------------
+# make check runs stages 02, 04 and 05 under the race detector, which needs
+# cgo and a C compiler; without one it runs them without -race, and says so.
+
+cc=$(GOTOOLCHAIN=local go env CC 2>/dev/null || true)
+cgo=$(GOTOOLCHAIN=local go env CGO_ENABLED 2>/dev/null || true)
+if [ "$cgo" = 1 ] && [ -n "$cc" ] && command -v "$cc" >/dev/null 2>&1; then
+	report ok race "the race detector can build (cgo with $cc)"
+else
+	report warn race "no C compiler for cgo (CC=${cc:-unset}, CGO_ENABLED=${cgo:-?}): make check runs stages 02, 04, 05 without -race; $(install_hint '' gcc)"
+fi
+
 # --- Docker (stage 05 on) ----------------------------------------------------------
 
 engine=no
