@@ -3,6 +3,7 @@ package main
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 )
@@ -55,4 +56,24 @@ func TestParseTestEventsSeesABuildFailure(t *testing.T) {
 
 func TestRunPatternMatchesOnlyThoseTests(t *testing.T) {
 	require.Equal(t, "^(TestA|TestB)$", runPattern([]string{"TestA", "TestB"}))
+}
+
+// A test that runs past TestTimeout gets SIGQUIT: the binary dumps its
+// goroutines into the test's output and exits, long before go test's own
+// -timeout.
+func TestATestPastItsBoundIsStoppedWithADump(t *testing.T) {
+	t.Parallel()
+	root := t.TempDir()
+	writeFiles(t, root, map[string]string{
+		"go.mod":            "module example.com/hang\n\ngo 1.26.0\n",
+		"hang/hang_test.go": "package hang\n\nimport (\n\t\"testing\"\n\t\"time\"\n)\n\nfunc TestHangs(t *testing.T) { time.Sleep(time.Hour) }\n\nfunc TestAfter(t *testing.T) {}\n",
+	})
+	start := time.Now()
+	g := &goTester{Dir: root, Timeout: 5 * time.Minute, TestTimeout: 3 * time.Second}
+	res, err := g.run("./hang", []string{"TestHangs", "TestAfter"})
+	require.NoError(t, err)
+	require.Less(t, time.Since(start), time.Minute, "stopped at its bound, not at go test's -timeout")
+	require.Equal(t, testFail, res.Tests["TestHangs"].Status)
+	require.True(t, timedOut(res.Tests["TestHangs"].Output), "the dump is the test's output")
+	require.Equal(t, testPass, res.Tests["TestAfter"].Status, "the tests after it run again without it")
 }

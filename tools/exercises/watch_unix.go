@@ -10,6 +10,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -84,16 +85,25 @@ func runWatched(cmd *exec.Cmd, out *bytes.Buffer, limit time.Duration) error {
 }
 
 // quitChildren sends SIGQUIT to the processes whose parent is pid: while
-// a test runs, go test's one child is the test binary.
+// a test runs, go test's one child is the test binary. Linux lists each
+// thread's children in /proc (a Go program forks from any of its
+// threads); elsewhere, pgrep.
 func quitChildren(pid int) {
-	// Linux lists a process's children in /proc; elsewhere, pgrep.
-	out, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", pid, pid))
-	if err != nil {
-		if out, err = exec.Command("pgrep", "-P", strconv.Itoa(pid)).Output(); err != nil {
-			return
+	var children []string
+	files, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/children", pid))
+	for _, f := range files {
+		if data, err := os.ReadFile(f); err == nil {
+			children = append(children, strings.Fields(string(data))...)
 		}
 	}
-	for _, f := range strings.Fields(string(out)) {
+	if len(files) == 0 {
+		out, err := exec.Command("pgrep", "-P", strconv.Itoa(pid)).Output()
+		if err != nil {
+			return
+		}
+		children = strings.Fields(string(out))
+	}
+	for _, f := range children {
 		if child, err := strconv.Atoi(f); err == nil {
 			_ = syscall.Kill(child, syscall.SIGQUIT)
 		}
