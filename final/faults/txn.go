@@ -3,6 +3,7 @@ package faults
 import (
 	"context"
 	"fmt"
+	"maps"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -102,19 +103,14 @@ type TxnWorkload struct {
 // abort the open transaction and fence the writer, which the writer then
 // sees as an error, as a real application would.
 func txnOpts(topic, txnID string) []kgo.Opt {
-	return []kgo.Opt{
+	return append(faultTimeouts(),
 		kgo.TransactionalID(txnID),
-		kgo.TransactionTimeout(20 * time.Second),
+		kgo.TransactionTimeout(20*time.Second),
 		kgo.DefaultProduceTopic(topic),
 		kgo.RecordPartitioner(kgo.ManualPartitioner()),
-		kgo.RecordDeliveryTimeout(15 * time.Second),
-		kgo.ProduceRequestTimeout(5 * time.Second),
-		kgo.RequestTimeoutOverhead(3 * time.Second),
-		kgo.MetadataMinAge(250 * time.Millisecond),
-		kgo.MetadataMaxAge(5 * time.Second),
-		kgo.DialTimeout(3 * time.Second),
+		kgo.RecordDeliveryTimeout(15*time.Second),
 		kgo.ClientID(txnID),
-	}
+	)
 }
 
 // StartTxnWorkload starts the writers; the topic must exist.
@@ -301,11 +297,7 @@ func (w *TxnWorkload) Ledger() []Txn {
 func (w *TxnWorkload) Errors() map[string]int {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	out := map[string]int{}
-	for k, v := range w.errors {
-		out[k] = v
-	}
-	return out
+	return maps.Clone(w.errors)
 }
 
 // shortList prints at most n of vals, and how many more.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -95,17 +96,25 @@ type WorkloadConfig struct {
 // timeouts short enough that a request to a frozen or
 // unreachable broker is abandoned within seconds rather than half a minute.
 func producerOpts(topic string) []kgo.Opt {
-	return []kgo.Opt{
+	return append(faultTimeouts(),
 		kgo.DefaultProduceTopic(topic),
 		kgo.RequiredAcks(kgo.AllISRAcks()),
 		kgo.RecordPartitioner(kgo.ManualPartitioner()),
-		kgo.ProducerLinger(5 * time.Millisecond),
+		kgo.ProducerLinger(5*time.Millisecond),
+		kgo.MaxBufferedRecords(20000),
+	)
+}
+
+// faultTimeouts are the timeouts of every writer of the suite: short
+// enough that a request to a broker paused or cut off fails over to
+// another within seconds, not the client defaults' minutes.
+func faultTimeouts() []kgo.Opt {
+	return []kgo.Opt{
 		kgo.ProduceRequestTimeout(5 * time.Second),
 		kgo.RequestTimeoutOverhead(3 * time.Second),
 		kgo.MetadataMinAge(250 * time.Millisecond),
 		kgo.MetadataMaxAge(5 * time.Second),
 		kgo.DialTimeout(3 * time.Second),
-		kgo.MaxBufferedRecords(20000),
 	}
 }
 
@@ -355,22 +364,14 @@ func (w *Workload) StopProducing() {
 func (w *Workload) Ledger() map[string]Ack {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	out := make(map[string]Ack, len(w.ledger))
-	for k, v := range w.ledger {
-		out[k] = v
-	}
-	return out
+	return maps.Clone(w.ledger)
 }
 
 // Failures returns the failed records' counts by error.
 func (w *Workload) Failures() map[string]int {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	out := map[string]int{}
-	for k, v := range w.failures {
-		out[k] = v
-	}
-	return out
+	return maps.Clone(w.failures)
 }
 
 // GroupMissing is how many of the acknowledged records the group has not

@@ -36,6 +36,13 @@ func (tc *testCluster) produceTxn(pid int64, epoch int16, seq int32, transaction
 	for i, v := range values {
 		b.Records = append(b.Records, record.Record{OffsetDelta: int32(i), Value: []byte(v)})
 	}
+	p := tc.produceBatch(b)
+	return p.ErrorCode, p.BaseOffset
+}
+
+// produceBatch encodes b and sends it to the leader alone, acks=all.
+func (tc *testCluster) produceBatch(b *record.Batch) kmsg.ProduceResponseTopicPartition {
+	tc.t.Helper()
 	batch, err := record.AppendBatch(nil, b)
 	require.NoError(tc.t, err)
 	req := kmsg.NewPtrProduceRequest()
@@ -44,8 +51,7 @@ func (tc *testCluster) produceTxn(pid int64, epoch int16, seq int32, transaction
 		{Partition: tc.tp.Partition, Records: batch}}}}
 	resp, err := req.RequestWith(context.Background(), tc.client(kgo.AllISRAcks()).Broker(int(tc.leader())))
 	require.NoError(tc.t, err)
-	p := resp.Topics[0].Partitions[0]
-	return p.ErrorCode, p.BaseOffset
+	return resp.Topics[0].Partitions[0]
 }
 
 // leader is the partition's leader as the controller last chose it.
@@ -298,15 +304,7 @@ func (tc *testCluster) produceKeyed(pid int64, epoch int16, seq int32, txn bool,
 	for i := 0; i+1 < len(kvs); i += 2 {
 		b.Records = append(b.Records, record.Record{OffsetDelta: int32(i / 2), Key: []byte(kvs[i]), Value: []byte(kvs[i+1])})
 	}
-	batch, err := record.AppendBatch(nil, b)
-	require.NoError(tc.t, err)
-	req := kmsg.NewPtrProduceRequest()
-	req.Acks, req.TimeoutMillis = -1, 10_000
-	req.Topics = []kmsg.ProduceRequestTopic{{Topic: tc.tp.Topic, Partitions: []kmsg.ProduceRequestTopicPartition{
-		{Partition: tc.tp.Partition, Records: batch}}}}
-	resp, err := req.RequestWith(context.Background(), tc.client(kgo.AllISRAcks()).Broker(int(tc.leader())))
-	require.NoError(tc.t, err)
-	return resp.Topics[0].Partitions[0].ErrorCode
+	return tc.produceBatch(b).ErrorCode
 }
 
 // The log cleaner stops at the last stable offset: a record of an open

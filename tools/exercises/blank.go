@@ -45,7 +45,8 @@ func blank(file string, src []byte, exs []*Exercise, keepLines bool) ([]byte, er
 		}
 		stmt := "panic(" + strconv.Quote(e.Message()) + ")"
 		if e.Kind == Build {
-			for _, body := range e.funcs {
+			for _, fn := range e.funcs {
+				body := fn.Body
 				breaks := bytes.Count(src[body.from:body.to], []byte{'\n'})
 				with := " " + stmt + " "
 				if breaks > 0 {

@@ -42,11 +42,10 @@ type Exercise struct {
 
 	codeFrom   int        // the region's first line, after the header lines
 	indent     string     // the opening marker's indentation, which the panic keeps
-	funcs      []span     // a build task's function bodies, between their braces (byte offsets)
+	funcs      []funcInfo // a build task's functions
 	broken     int        // a break task's "// broken:" line
 	blankFuncs int        // a build task's functions still its panic
 	Predict    string     // a break task's question: what will the tests say with the variant in place?
-	fileFuncs  []funcInfo // a build task's functions, for line counts
 }
 
 // Kind tells the two tracks' tasks apart.
@@ -422,24 +421,7 @@ func findExercises(root string, stages []string) ([]*Exercise, error) {
 	var all []*Exercise
 	var errs []error
 	for _, module := range modules {
-		err := filepath.WalkDir(filepath.Join(root, module), func(p string, d fs.DirEntry, err error) error {
-			if err != nil {
-				return err
-			}
-			name := d.Name()
-			if d.IsDir() {
-				if p != filepath.Join(root, module) && (name == "testdata" || name == "vendor" || strings.HasPrefix(name, ".") || strings.HasPrefix(name, "_")) {
-					return filepath.SkipDir
-				}
-				return nil
-			}
-			if !strings.HasSuffix(name, ".go") || strings.HasSuffix(name, "_test.go") {
-				return nil
-			}
-			src, err := os.ReadFile(p)
-			if err != nil {
-				return err
-			}
+		err := walkSources(filepath.Join(root, module), nil, func(p string, src []byte) error {
 			if !strings.Contains(string(src), "// exercise ") && !strings.Contains(string(src), "// build ") && !strings.Contains(string(src), "// break ") {
 				return nil
 			}
@@ -479,6 +461,32 @@ func findExercises(root string, stages []string) ([]*Exercise, error) {
 	}
 	slices.SortFunc(all, func(a, b *Exercise) int { return compareIDs(a.ID, b.ID) })
 	return all, nil
+}
+
+// walkSources calls fn with the path and content of each Go source file of
+// a module (not its tests), skipping testdata, vendor, hidden and
+// underscore folders, and the folders named in skip.
+func walkSources(dir string, skip []string, fn func(path string, src []byte) error) error {
+	return filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		name := d.Name()
+		if d.IsDir() {
+			if p != dir && (name == "testdata" || name == "vendor" || strings.HasPrefix(name, ".") || strings.HasPrefix(name, "_") || slices.Contains(skip, name)) {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if !strings.HasSuffix(name, ".go") || strings.HasSuffix(name, "_test.go") {
+			return nil
+		}
+		src, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		return fn(p, src)
+	})
 }
 
 // compareIDs orders "01.2" before "01.10", and a stage's build tasks
@@ -578,14 +586,11 @@ func parseStages(v string) ([]string, error) {
 	return stages, nil
 }
 
-// funcInfo is one function of a build task: its body's span, between the
-// braces, and its lines.
+// funcInfo is one function of a build task: its body, between the braces.
 type funcInfo struct {
-	Name      string
-	Body      span // bytes after { up to }
-	FromLine  int  // the { line
-	ToLine    int  // the } line
-	CodeLines int  // lines of the body with code on them (not blank, not only a comment)
+	Body     span // bytes after { up to }
+	FromLine int  // the { line
+	ToLine   int  // the } line
 }
 
 // placeBuild checks a build task's region: its markers are outside every
@@ -598,15 +603,10 @@ func placeBuild(file string, fset *token.FileSet, f *ast.File, e *Exercise) []er
 	fail := func(l int, format string, args ...any) {
 		errs = append(errs, &markerError{file, l, fmt.Sprintf(format, args...)})
 	}
-	e.funcs, e.fileFuncs, e.blankFuncs = nil, nil, 0
+	e.funcs, e.blankFuncs = nil, 0
 	blank := true
 	for _, d := range f.Decls {
 		from, to := line(d.Pos()), line(d.End())
-		if fd, ok := d.(*ast.FuncDecl); ok && fd.Doc != nil {
-			from = line(fd.Doc.Pos())
-		} else if gd, ok := d.(*ast.GenDecl); ok && gd.Doc != nil {
-			from = line(gd.Doc.Pos())
-		}
 		inside := from > e.Line && to < e.End
 		switch {
 		case from <= e.Line && e.Line <= to:
@@ -619,12 +619,7 @@ func placeBuild(file string, fset *token.FileSet, f *ast.File, e *Exercise) []er
 				continue
 			}
 			body := span{fset.Position(fd.Body.Lbrace).Offset + 1, fset.Position(fd.Body.Rbrace).Offset}
-			name := fd.Name.Name
-			if fd.Recv != nil && len(fd.Recv.List) == 1 {
-				name = "(" + exprString(fd.Recv.List[0].Type) + ")." + name
-			}
-			e.funcs = append(e.funcs, body)
-			e.fileFuncs = append(e.fileFuncs, funcInfo{Name: name, Body: body, FromLine: line(fd.Body.Lbrace), ToLine: line(fd.Body.Rbrace)})
+			e.funcs = append(e.funcs, funcInfo{Body: body, FromLine: line(fd.Body.Lbrace), ToLine: line(fd.Body.Rbrace)})
 			if isBuildPanic(fd.Body, e.ID) {
 				e.blankFuncs++
 			} else {
@@ -657,27 +652,6 @@ func isBuildPanic(body *ast.BlockStmt, id string) bool {
 	}
 	lit, ok := call.Args[0].(*ast.BasicLit)
 	return ok && lit.Kind == token.STRING && strings.HasPrefix(lit.Value, `"build `+id+":")
-}
-
-// exprString is a receiver type as written: *Segment, index[T].
-func exprString(x ast.Expr) string {
-	switch x := x.(type) {
-	case *ast.Ident:
-		return x.Name
-	case *ast.StarExpr:
-		return "*" + exprString(x.X)
-	case *ast.IndexExpr:
-		return exprString(x.X) + "[" + exprString(x.Index) + "]"
-	case *ast.IndexListExpr:
-		var ps []string
-		for _, i := range x.Indices {
-			ps = append(ps, exprString(i))
-		}
-		return exprString(x.X) + "[" + strings.Join(ps, ", ") + "]"
-	case *ast.SelectorExpr:
-		return exprString(x.X) + "." + x.Sel.Name
-	}
-	return "?"
 }
 
 func isLetter(n string) bool { return n != "" && (n[0] >= 'A' && n[0] <= 'Z' || n[0] == 'b') }

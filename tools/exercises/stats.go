@@ -3,7 +3,6 @@ package main
 import (
 	"fmt"
 	"io"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -70,7 +69,7 @@ func writtenLines(root string, exs []*Exercise) (int, error) {
 		lines := strings.Split(string(src), "\n")
 		for _, e := range fileExs {
 			if e.Kind == Build {
-				for _, f := range e.fileFuncs {
+				for _, f := range e.funcs {
 					if f.ToLine > f.FromLine {
 						n += codeLines(lines[f.FromLine : f.ToLine-1])
 					} else {
@@ -89,23 +88,7 @@ func writtenLines(root string, exs []*Exercise) (int, error) {
 // and cmd/.
 func moduleCodeLines(dir string) (int, error) {
 	n := 0
-	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if d.IsDir() {
-			if name := d.Name(); p != dir && (name == "cmd" || name == "testdata" || strings.HasPrefix(name, ".")) {
-				return filepath.SkipDir
-			}
-			return nil
-		}
-		if !strings.HasSuffix(p, ".go") || strings.HasSuffix(p, "_test.go") {
-			return nil
-		}
-		src, err := os.ReadFile(p)
-		if err != nil {
-			return err
-		}
+	err := walkSources(dir, []string{"cmd"}, func(_ string, src []byte) error {
 		n += codeLines(strings.Split(string(src), "\n"))
 		return nil
 	})
